@@ -1,0 +1,33 @@
+# Every target creates .venv and installs on its own: two commands on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint bench soak clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m ckpt_archive.demo ./demo-archive
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+soak: $(STAMP)
+	$(PY) -m pytest -q -m soak
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check ckpt_archive tests benchmarks
+	$(VENV)/bin/ruff format --check ckpt_archive tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) demo-archive .pytest_cache .mypy_cache .hypothesis

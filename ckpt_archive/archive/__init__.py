@@ -1,0 +1,25 @@
+"""The archive backend: layout, manifest, objects and the store over fsspec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fsspec
+
+from .checkpointer import ArchiveCheckpointer
+from .store import ObjectStore
+
+__all__ = ["ArchiveCheckpointer", "ObjectStore", "open_archive"]
+
+
+def open_archive(
+    url: str,
+    storage_options: dict[str, Any] | None = None,
+    full_snapshot_interval: int = 10,
+    *,
+    single_writer: bool = False,
+) -> ArchiveCheckpointer:
+    """Open (or create) an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://."""
+    fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    store = ObjectStore(fs, root, single_writer=single_writer)
+    return ArchiveCheckpointer(store, full_snapshot_interval=full_snapshot_interval, url=url)

@@ -1,0 +1,457 @@
+"""ArchiveCheckpointer: the async core over an ObjectStore, with the sync facade inherited.
+
+Save protocol (docs/FORMAT.md has the normative version):
+
+1. payload objects are written first (a snapshot; at a snapshot, the thread's
+   inline deltas compacted into one Parquet segment), together with the
+   ``_ids/`` entry that makes ``load_by_id`` work without a thread id;
+2. the commit entry ``_log/<seq+1>.json`` is created put-if-absent. Losing that
+   race means another writer committed first: a save that appends to the head
+   raises ``CheckpointConflict``; an explicit fork (``parent_id``) re-reads the
+   log and retries at the next seq. Payloads of a lost save are never
+   referenced, so readers cannot see them;
+3. the head hint is rewritten (best effort; readers probe ``seq+1`` anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import OrderedDict
+from datetime import datetime
+from typing import Any
+
+from .. import codec
+from .._sync import run_async, run_sync
+from ..chain import snapshot_due
+from ..checkpointer import AsyncCoreCheckpointer
+from ..delta import Delta, apply, diff
+from ..errors import (
+    CheckpointConflict,
+    CheckpointNotFound,
+    CorruptManifest,
+    DuplicateCheckpointId,
+    MissingObject,
+    UnsupportedFormatVersion,
+)
+from ..model import Checkpoint, CheckpointInfo
+from . import layout
+from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
+from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
+from .store import ObjectStore
+
+
+class ArchiveCheckpointer(AsyncCoreCheckpointer):
+    """Checkpoints of many threads under one root of any fsspec filesystem."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        full_snapshot_interval: int = 10,
+        url: str | None = None,
+        state_cache: int = 32,
+    ) -> None:
+        if full_snapshot_interval < 1:
+            raise ValueError("full_snapshot_interval must be >= 1")
+        self.store = store
+        self.url = url or store.root
+        self.full_snapshot_interval = full_snapshot_interval
+        self._manifests: dict[str, Manifest] = {}
+        self._folded_seq: dict[str, int | None] = {}
+        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._state_cache = state_cache
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._checked_root = False
+
+    # -- small helpers -----------------------------------------------------------
+    def _lock(self, thread_id: str) -> asyncio.Lock:
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        return lock
+
+    def _remember(self, checkpoint_id: str, state: dict[str, Any]) -> None:
+        self._states[checkpoint_id] = state
+        self._states.move_to_end(checkpoint_id)
+        while len(self._states) > self._state_cache:
+            self._states.popitem(last=False)
+
+    async def _check_root(self) -> None:
+        """Create or check the archive marker once per instance (format version of the archive)."""
+        if self._checked_root:
+            return
+        data = await self.store.get_or_none(layout.ARCHIVE_MARKER)
+        if data is None:
+            marker = seal({"type": "archive", "created_at": now_iso()})
+            await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker)
+        else:
+            unseal(data, "archive marker")
+        self._checked_root = True
+
+    # -- reading the manifest ----------------------------------------------------
+    async def _fold_forward(self, m: Manifest) -> Manifest:
+        """Apply commits after ``m.seq`` until the first absent one (normally one 404)."""
+        while True:
+            data = await self.store.get_or_none(layout.log_key(m.thread_id, m.seq + 1))
+            if data is None:
+                return m
+            if m is self._manifests.get(m.thread_id):
+                m = m.copy()
+            m.apply_entry(unseal(data, f"commit {m.seq + 1} of thread {m.thread_id!r}"))
+
+    async def _read_hint(self, thread_id: str) -> dict[str, Any] | None:
+        data = await self.store.get_or_none(layout.head_key(thread_id))
+        if data is None:
+            return None
+        try:
+            doc = unseal(data, f"head hint of thread {thread_id!r}")
+        except (CorruptManifest, UnsupportedFormatVersion):
+            return None  # only a hint: fall back to the log itself
+        return doc if doc.get("thread_id") == thread_id else None
+
+    async def _manifest(self, thread_id: str, *, hint: dict[str, Any] | None = None) -> Manifest:
+        """The thread's manifest, up to date with every commit made so far."""
+        cached = self._manifests.get(thread_id)
+        if cached is not None:
+            m = await self._fold_forward(cached)
+        else:
+            if hint is None:
+                hint = await self._read_hint(thread_id)
+            m = await self._rebuild(thread_id, hint)
+        self._manifests[thread_id] = m
+        return m
+
+    async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None) -> Manifest:
+        if hint is not None:
+            base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
+        else:  # no usable hint: one LIST of the log (recovery path only)
+            names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+            folded = [int(n.split(".")[0]) for n in names if n.endswith(".manifest.json.zst")]
+            commits = [int(n.split(".")[0]) for n in names if n.endswith(".json") and n[:20].isdigit()]
+            base_seq = max(folded) if folded else None
+            last = max(commits) if commits else 0
+        start = base_seq or 0
+        keys = [layout.log_key(thread_id, s) for s in range(start + 1, last + 1)]
+        if base_seq:
+            keys.insert(0, layout.manifest_key(thread_id, base_seq))
+        datas = await self.store.get_many(keys)
+        if base_seq:
+            data = datas.pop(0)
+            if data is None:  # folded manifest gone (gc): start over from the listing
+                return await self._rebuild(thread_id, None) if hint is not None else Manifest(thread_id)
+            m = Manifest.from_folded(data, f"manifest {base_seq} of thread {thread_id!r}")
+        else:
+            m = Manifest(thread_id)
+        for seq, data in zip(range(start + 1, last + 1), datas, strict=True):
+            if data is None:
+                if hint is not None:
+                    return await self._rebuild(thread_id, None)
+                raise CorruptManifest(f"commit {seq} of thread {thread_id!r} is missing from the log")
+            m.apply_entry(unseal(data, f"commit {seq} of thread {thread_id!r}"))
+        self._folded_seq[thread_id] = base_seq
+        return await self._fold_forward(m)
+
+    # -- reconstructing states ---------------------------------------------------
+    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
+        start, state = 0, None
+        for i in range(len(chain) - 1, -1, -1):
+            cached = self._states.get(chain[i]["id"])
+            if cached is not None:
+                start, state = i + 1, cached
+                break
+        todo = chain[start:]
+        keys = sorted({r["ref"]["key"] for r in todo if r["ref"]["type"] in ("snapshot", "segment")})
+        datas = dict(zip(keys, await self.store.get_many(keys), strict=True))
+        readers: dict[str, SegmentReader] = {}
+        for rec in todo:
+            ref, cid = rec["ref"], rec["id"]
+            if ref["type"] in ("snapshot", "segment"):
+                data = datas[ref["key"]]
+                if data is None:
+                    raise MissingObject(
+                        "object referenced by the manifest is missing",
+                        thread_id=thread_id,
+                        checkpoint_id=cid,
+                        key=ref["key"],
+                    )
+                if ref["key"] not in readers and ref["type"] == "segment":
+                    verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
+                    readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
+            if ref["type"] == "snapshot":
+                verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
+                state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                continue
+            if state is None:
+                raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
+            if ref["type"] == "segment":
+                ops = readers[ref["key"]].ops(cid, ref["row_group"])
+            elif ref["type"] == "inline":
+                ops = inline.get(cid, [])
+            else:
+                ops = []
+            state = apply(state, ops)
+        if state is None:
+            raise CorruptManifest(f"empty chain in thread {thread_id!r}")
+        self._remember(chain[-1]["id"], state)
+        return state
+
+    def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
+        f = rec.get("fields", {})
+        return Checkpoint.model_construct(
+            thread_id=thread_id,
+            checkpoint_id=rec["id"],
+            parent_id=rec.get("parent"),
+            step=rec["step"],
+            state=codec.loads(codec.dumps(state)),  # a private copy for the caller
+            pending_nodes=list(f.get("pending_nodes", [])),
+            metadata=dict(rec.get("metadata", {})),
+            created_at=datetime.fromisoformat(rec["created_at"]),
+            cleared_interrupt=f.get("cleared_interrupt"),
+            attempts=dict(f.get("attempts", {})),
+            child_ledger=dict(f.get("child_ledger", {})),
+        )
+
+    async def _state_of(self, m: Manifest, checkpoint_id: str) -> dict[str, Any]:
+        cached = self._states.get(checkpoint_id)
+        if cached is not None:
+            return cached
+        return await self._materialize(m.thread_id, m.chain(checkpoint_id), m.inline)
+
+    # -- the protocol ------------------------------------------------------------
+    async def _load(self, thread_id: str) -> Checkpoint | None:
+        await self._check_root()
+        layout.thread_dir(thread_id)  # validates the id
+        cached = self._manifests.get(thread_id)
+        if cached is None:
+            hint = await self._read_hint(thread_id)
+            if hint is not None and hint.get("chain"):
+                chain, inline = hint_chain(hint)
+                probe, state = await asyncio.gather(
+                    self.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
+                    self._materialize(thread_id, chain, inline),
+                )
+                if probe is None:
+                    return self._checkpoint(thread_id, chain[-1], state)
+            m = await self._manifest(thread_id, hint=hint)
+        else:
+            m = await self._manifest(thread_id)
+        if m.head is None:
+            return None
+        rec = m.records[m.head]
+        return self._checkpoint(thread_id, rec, await self._state_of(m, m.head))
+
+    async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
+        await self._check_root()
+        data = await self.store.get_or_none(layout.id_key(checkpoint_id))
+        if data is None:
+            return None
+        thread_id = unseal(data, f"id entry of {checkpoint_id!r}")["thread_id"]
+        m = await self._manifest(thread_id)
+        rec = m.records.get(checkpoint_id)
+        if rec is None:
+            return None
+        return self._checkpoint(thread_id, rec, await self._state_of(m, checkpoint_id))
+
+    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+        await self._check_root()
+        layout.thread_dir(thread_id)
+        m = await self._manifest(thread_id)
+        return [_info(thread_id, rec) for rec in m.records.values()]
+
+    async def _threads(self) -> list[str]:
+        await self._check_root()
+        out = []
+        for name in await self.store.list_dir(""):
+            if not name.startswith(layout.THREAD_PREFIX):
+                continue
+            thread = layout.decode_id(name[len(layout.THREAD_PREFIX) :])
+            if thread is None:  # hashed long id: the hint knows it
+                data = await self.store.get_or_none(f"{name}/_head.json")
+                if data is None:
+                    continue
+                thread = unseal(data, f"head hint in {name!r}")["thread_id"]
+            out.append(thread)
+        return sorted(out)
+
+    async def _delete(self, thread_id: str) -> None:
+        await self._check_root()
+        m = await self._manifest(thread_id)
+        await self.store.delete([layout.id_key(cid) for cid in m.records])
+        await self.store.delete_prefix(layout.thread_dir(thread_id))
+        self._manifests.pop(thread_id, None)
+        self._folded_seq.pop(thread_id, None)
+        for cid in m.records:
+            self._states.pop(cid, None)
+
+    async def _save(self, checkpoint: Checkpoint) -> str:
+        codec.check_json(checkpoint.state)
+        thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
+        layout.thread_dir(thread_id)
+        layout.id_key(cid)
+        await self._check_root()
+        async with self._lock(thread_id):
+            m = await self._manifest(thread_id)
+            explicit = checkpoint.parent_id is not None
+            index_written = False
+            while True:
+                if cid in m.records:
+                    raise DuplicateCheckpointId(f"checkpoint {cid!r} is already in thread {thread_id!r}")
+                parent_id = checkpoint.parent_id if explicit else m.head
+                if parent_id is not None and parent_id not in m.records:
+                    raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
+                actions, writes, state = await self._prepare(m, checkpoint, parent_id)
+                if not index_written:
+                    writes.append(self._write_index(thread_id, cid))
+                    index_written = True
+                await asyncio.gather(*writes)
+                entry = m.commit_entry(actions)
+                if await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
+                    break
+                m = await self._manifest(thread_id)
+                if not explicit:
+                    raise CheckpointConflict(
+                        f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
+                        "writer last read it; reload and save again, or pass parent_id to fork"
+                    )
+            new = m.copy()
+            new.apply_entry(unseal(entry, "own commit"))
+            self._manifests[thread_id] = new
+            self._remember(cid, state)
+            await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
+        return cid
+
+    async def _prepare(
+        self, m: Manifest, ckpt: Checkpoint, parent_id: str | None
+    ) -> tuple[list[dict[str, Any]], list[Any], dict[str, Any]]:
+        """Actions of the commit, payload writes to run before it, and the new state."""
+        state = codec.loads(codec.dumps(ckpt.state))
+        parent = m.records.get(parent_id) if parent_id else None
+        depth = None if parent is None else int(parent["depth"])
+        record: Record = {
+            "id": ckpt.checkpoint_id,
+            "parent": parent_id,
+            "step": ckpt.step,
+            "created_at": ckpt.created_at.isoformat(),
+            "metadata": ckpt.metadata,
+            "fields": {
+                "pending_nodes": ckpt.pending_nodes,
+                "cleared_interrupt": ckpt.cleared_interrupt,
+                "attempts": ckpt.attempts,
+                "child_ledger": ckpt.child_ledger,
+            },
+            "version": 1,
+        }
+        writes: list[Any] = []
+        actions: list[dict[str, Any]] = []
+        if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
+            key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
+            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state)
+            writes.append(self.store.put(key, data))
+            ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+            record.update(kind="full", depth=0, ref=ref, bytes=len(data))
+            compact = self._compact_action(m)
+            if compact is not None:
+                action, segment_key, segment = compact
+                writes.append(self.store.put(segment_key, segment))
+                actions.append(action)
+            actions.insert(0, {"action": "add", "record": record})
+        else:
+            ops = diff(await self._state_of(m, parent_id), state)
+            assert depth is not None
+            record.update(kind="delta", depth=depth + 1)
+            if ops:
+                record.update(ref={"type": "inline"}, bytes=len(codec.dumps(ops)))
+                actions.append({"action": "add", "record": record, "ops": ops})
+            else:
+                record.update(ref={"type": "empty"}, bytes=0)
+                actions.append({"action": "add", "record": record})
+        return actions, writes, state
+
+    def _compact_action(self, m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
+        """Move every inline delta of the thread into one Parquet segment (a row group each)."""
+        if not m.inline:
+            return None
+        entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
+        data, groups = encode_segment(m.thread_id, entries)
+        key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
+        sizes = _row_group_sizes(data, len(groups))
+        action = {
+            "action": "compact",
+            "key": key,
+            "sha256": codec.sha256(data),
+            "size": len(data),
+            "row_groups": {cid: {"row_group": g, "bytes": sizes[g]} for cid, g in groups.items()},
+            "empty": [cid for cid, _, ops in entries if not ops],
+        }
+        return action, key, data
+
+    async def _write_index(self, thread_id: str, checkpoint_id: str) -> None:
+        key = layout.id_key(checkpoint_id)
+        doc = seal({"type": "id", "thread_id": thread_id, "checkpoint_id": checkpoint_id})
+        if await self.store.put_if_absent(key, doc):
+            return
+        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}")
+        owner = existing.get("thread_id")
+        if owner != thread_id:
+            other = await self._manifest(owner)
+            if checkpoint_id in other.records:
+                raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
+            await self.store.put(key, doc)  # left over from a save that never committed
+
+    async def _publish(self, m: Manifest, *, compacted: bool) -> None:
+        """After a commit: rewrite the hint; after a compaction also fold the manifest."""
+        tasks = [self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id)))]
+        if compacted:
+            tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
+        await asyncio.gather(*tasks)
+        if compacted:
+            self._folded_seq[m.thread_id] = m.seq
+
+    # -- maintenance -------------------------------------------------------------
+    async def _compact(self, thread_id: str) -> bool:
+        """Close the open segment now (end of a run): inline deltas to Parquet, fold the manifest."""
+        async with self._lock(thread_id):
+            m = await self._manifest(thread_id)
+            compact = self._compact_action(m)
+            if compact is None:
+                return False
+            action, key, data = compact
+            await self.store.put(key, data)
+            entry = m.commit_entry([action])
+            if not await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
+                raise CheckpointConflict(f"thread {thread_id!r} changed while compacting; try again")
+            new = m.copy()
+            new.apply_entry(unseal(entry, "own commit"))
+            self._manifests[thread_id] = new
+            await self._publish(new, compacted=True)
+            return True
+
+    def compact(self, thread_id: str) -> bool:
+        return run_sync(self._compact(thread_id))
+
+    async def acompact(self, thread_id: str) -> bool:
+        return await run_async(self._compact(thread_id))
+
+
+def _row_group_sizes(data: bytes, n: int) -> list[int]:
+    import io
+
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    return [meta.row_group(i).total_byte_size for i in range(n)]
+
+
+def _info(thread_id: str, rec: Record) -> CheckpointInfo:
+    return CheckpointInfo(
+        thread_id=thread_id,
+        checkpoint_id=rec["id"],
+        parent_id=rec.get("parent"),
+        step=rec["step"],
+        kind=rec["kind"],
+        created_at=datetime.fromisoformat(rec["created_at"]),
+        stored_bytes=int(rec.get("bytes", 0)),
+        metadata=dict(rec.get("metadata", {})),
+        version=int(rec.get("version", 1)),
+    )

@@ -1,0 +1,70 @@
+"""Object keys of an archive, and the reversible encoding of ids into key segments.
+
+Layout under the archive root (see docs/FORMAT.md)::
+
+    _archive.json                                   archive root marker (format version)
+    _ids/<enc checkpoint id>.json                   checkpoint id -> thread (load by id alone)
+    thread_id=<enc>/_head.json                      hint: latest commit seq + head chain
+    thread_id=<enc>/_log/<seq:020d>.json            commit entries, created put-if-absent
+    thread_id=<enc>/_log/<seq:020d>.manifest.json.zst  folded manifest as of seq
+    thread_id=<enc>/snapshots/<step:012d>-<enc id>.json.zst
+    thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   one row group per checkpoint
+
+Ids are percent-encoded (RFC 3986 unreserved characters kept), which is the
+encoding hive partitioning readers (pyarrow, DuckDB) undo. An encoded id longer
+than ``MAX_SEGMENT`` is replaced by ``@`` + its sha256 (``@`` is always escaped
+by the normal encoding, so the two forms never collide); the original id is
+recorded inside the thread's objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import quote, unquote
+
+from ..model import check_identifier
+
+MAX_SEGMENT = 180
+ARCHIVE_MARKER = "_archive.json"
+THREAD_PREFIX = "thread_id="
+
+
+def encode_id(value: str, what: str = "id") -> str:
+    check_identifier(value, what)
+    enc = quote(value, safe="-_.~")
+    if len(enc) > MAX_SEGMENT:
+        return "@" + hashlib.sha256(value.encode("utf-8")).hexdigest()
+    return enc
+
+
+def decode_id(segment: str) -> str | None:
+    """The id a segment encodes, or None for a hashed (long) id."""
+    return None if segment.startswith("@") else unquote(segment)
+
+
+def thread_dir(thread_id: str) -> str:
+    return THREAD_PREFIX + encode_id(thread_id, "thread_id")
+
+
+def head_key(thread_id: str) -> str:
+    return f"{thread_dir(thread_id)}/_head.json"
+
+
+def log_key(thread_id: str, seq: int) -> str:
+    return f"{thread_dir(thread_id)}/_log/{seq:020d}.json"
+
+
+def manifest_key(thread_id: str, seq: int) -> str:
+    return f"{thread_dir(thread_id)}/_log/{seq:020d}.manifest.json.zst"
+
+
+def snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
+    return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.json.zst"
+
+
+def segment_key(thread_id: str, first_step: int, token: str) -> str:
+    return f"{thread_dir(thread_id)}/deltas/{max(first_step, 0):012d}-{token}.parquet"
+
+
+def id_key(checkpoint_id: str) -> str:
+    return f"_ids/{encode_id(checkpoint_id, 'checkpoint_id')}.json"

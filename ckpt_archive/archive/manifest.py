@@ -1,0 +1,185 @@
+"""The manifest: a thread's commit log folded into its list of checkpoint records.
+
+Pure data and logic, no I/O. Documents written here:
+
+* commit entry ``_log/<seq>.json`` -- ``{"format_version", "type": "commit", "thread_id",
+  "seq", "committed_at", "actions": [...], "digest"}``; actions are ``add``
+  (a record, plus its ``ops`` while the delta lives inline) and ``compact``
+  (inline deltas moved to a Parquet segment);
+* folded manifest ``_log/<seq>.manifest.json.zst`` -- every record as of ``seq``;
+* head hint ``_head.json`` -- the latest seq the writer knew and the chain from
+  the head back to its snapshot, so loading the latest needs no other manifest read.
+
+Every document carries a ``digest`` (sha256 of its canonical JSON without the
+digest), checked on read.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .. import codec
+from ..delta import Delta
+from ..errors import BrokenChain, CorruptManifest, IntegrityError, UnsupportedFormatVersion
+
+Record = dict[str, Any]
+KNOWN_ACTIONS = frozenset({"add", "compact"})
+
+
+def seal(doc: dict[str, Any]) -> bytes:
+    """Canonical JSON with a digest of itself, so a flipped byte is detected."""
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    body["format_version"] = codec.FORMAT_VERSION
+    return codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))})
+
+
+def unseal(data: bytes, what: str, *, compressed: bool = False) -> dict[str, Any]:
+    try:
+        doc = codec.decode_document(data, what, compressed=compressed)
+    except UnsupportedFormatVersion:
+        raise
+    except IntegrityError as exc:
+        raise CorruptManifest(str(exc)) from None
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    if doc.get("digest") != codec.sha256(codec.dumps(body)):
+        raise CorruptManifest(f"{what} fails its digest check")
+    return doc
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class Manifest:
+    """A thread's records as of commit ``seq`` (0 = nothing committed)."""
+
+    thread_id: str
+    seq: int = 0
+    records: OrderedDict[str, Record] = field(default_factory=OrderedDict)
+    inline: dict[str, Delta] = field(default_factory=dict)
+    head: str | None = None
+
+    def copy(self) -> Manifest:
+        return Manifest(self.thread_id, self.seq, OrderedDict(self.records), dict(self.inline), self.head)
+
+    # -- folding ---------------------------------------------------------------
+    def apply_entry(self, doc: dict[str, Any]) -> None:
+        if doc.get("type") != "commit" or doc.get("seq") != self.seq + 1:
+            raise CorruptManifest(
+                f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}"
+            )
+        for action in doc.get("actions", []):
+            kind = action.get("action")
+            if kind not in KNOWN_ACTIONS:
+                raise UnsupportedFormatVersion(
+                    f"commit {doc['seq']} of thread {self.thread_id!r} has unknown action {kind!r}"
+                )
+            if kind == "add":
+                record = action["record"]
+                self.records[record["id"]] = record
+                self.records.move_to_end(record["id"])
+                if record["ref"]["type"] == "inline":
+                    self.inline[record["id"]] = action.get("ops", [])
+                self.head = record["id"]
+            else:
+                for cid, group in action["row_groups"].items():
+                    rec = self.records.get(cid)
+                    if rec is None:
+                        continue
+                    ref = {"type": "segment", "key": action["key"], "sha256": action["sha256"]}
+                    ref.update(size=action["size"], row_group=group["row_group"])
+                    self.records[cid] = {**rec, "ref": ref, "bytes": group["bytes"]}
+                    self.inline.pop(cid, None)
+                for cid in action.get("empty", []):
+                    if cid in self.records:
+                        self.records[cid] = {**self.records[cid], "ref": {"type": "empty"}}
+                    self.inline.pop(cid, None)
+        self.seq = doc["seq"]
+
+    # -- documents -------------------------------------------------------------
+    def commit_entry(self, actions: list[dict[str, Any]]) -> bytes:
+        return seal(
+            {
+                "type": "commit",
+                "thread_id": self.thread_id,
+                "seq": self.seq + 1,
+                "committed_at": now_iso(),
+                "actions": actions,
+            }
+        )
+
+    def folded(self) -> bytes:
+        doc = {
+            "type": "manifest",
+            "thread_id": self.thread_id,
+            "seq": self.seq,
+            "head": self.head,
+            "records": list(self.records.values()),
+            "inline": self.inline,
+        }
+        return codec.compress(seal(doc))
+
+    @classmethod
+    def from_folded(cls, data: bytes, what: str) -> Manifest:
+        doc = unseal(data, what, compressed=True)
+        m = cls(doc["thread_id"], doc["seq"])
+        for rec in doc["records"]:
+            m.records[rec["id"]] = rec
+        m.inline = dict(doc.get("inline", {}))
+        m.head = doc.get("head")
+        return m
+
+    def hint(self, manifest_seq: int | None) -> bytes:
+        chain = self.chain(self.head) if self.head else []
+        return seal(
+            {
+                "type": "head",
+                "thread_id": self.thread_id,
+                "seq": self.seq,
+                "manifest_seq": manifest_seq,
+                "chain": [self._with_ops(r) for r in chain],
+            }
+        )
+
+    def _with_ops(self, record: Record) -> Record:
+        if record["ref"]["type"] == "inline":
+            return {**record, "ops": self.inline.get(record["id"], [])}
+        return record
+
+    # -- chains ----------------------------------------------------------------
+    def chain(self, checkpoint_id: str) -> list[Record]:
+        """Records from the checkpoint's full snapshot to the checkpoint itself."""
+        out: list[Record] = []
+        cid: str | None = checkpoint_id
+        while cid is not None:
+            rec = self.records.get(cid)
+            if rec is None:
+                raise BrokenChain(
+                    f"chain of {checkpoint_id!r} reaches {cid!r}, which is not in the manifest",
+                    thread_id=self.thread_id,
+                    checkpoint_id=checkpoint_id,
+                )
+            out.append(rec)
+            if rec["kind"] == "full":
+                out.reverse()
+                return out
+            if len(out) > 100_000:
+                break
+            cid = rec.get("parent")
+        raise BrokenChain(
+            "delta chain does not reach a full snapshot", thread_id=self.thread_id, checkpoint_id=checkpoint_id
+        )
+
+
+def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
+    chain, inline = [], {}
+    for rec in doc.get("chain", []):
+        ops = rec.pop("ops", None)
+        if ops is not None:
+            inline[rec["id"]] = ops
+        chain.append(rec)
+    return chain, inline

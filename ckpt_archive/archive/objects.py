@@ -1,0 +1,144 @@
+"""Encoding and decoding of the two payload objects: zstd snapshots and Parquet delta segments.
+
+Decoders verify size and sha256 first, then parse, and turn every parser error
+into a typed ``IntegrityError`` naming the object, never a raw pyarrow/zstd one.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .. import codec
+from ..delta import Delta
+from ..errors import DigestMismatch, IntegrityError, TruncatedObject, UnsupportedFormatVersion
+
+SEGMENT_SCHEMA = pa.schema(
+    [
+        ("thread_id", pa.string()),
+        ("checkpoint_id", pa.string()),
+        ("step", pa.int64()),
+        ("op_index", pa.int32()),
+        ("op", pa.string()),
+        ("key", pa.string()),
+        ("path", pa.string()),
+        ("value", pa.string()),
+    ]
+)
+_META_VERSION = b"ckpt_archive.format_version"
+
+
+def verify(data: bytes, ref: dict[str, Any], *, thread_id: str, checkpoint_id: str | None) -> None:
+    key = ref.get("key")
+    if "size" in ref and len(data) != ref["size"]:
+        raise TruncatedObject(
+            f"object is {len(data)} bytes, manifest recorded {ref['size']}",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            key=key,
+        )
+    if "sha256" in ref and codec.sha256(data) != ref["sha256"]:
+        raise DigestMismatch(
+            "object's sha256 differs from the manifest's",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            key=key,
+        )
+
+
+def encode_snapshot(thread_id: str, checkpoint_id: str, state: dict[str, Any]) -> bytes:
+    doc = {
+        "format_version": codec.FORMAT_VERSION,
+        "type": "snapshot",
+        "thread_id": thread_id,
+        "checkpoint_id": checkpoint_id,
+        "state": state,
+    }
+    return codec.compress(codec.dumps(doc))
+
+
+def decode_snapshot(data: bytes, *, thread_id: str, checkpoint_id: str, key: str) -> dict[str, Any]:
+    try:
+        doc = codec.decode_document(data, f"snapshot {key!r}", compressed=True)
+    except UnsupportedFormatVersion:
+        raise
+    except IntegrityError as exc:
+        raise TruncatedObject(str(exc), thread_id=thread_id, checkpoint_id=checkpoint_id, key=key) from None
+    if doc.get("checkpoint_id") != checkpoint_id or not isinstance(doc.get("state"), dict):
+        raise IntegrityError(
+            "snapshot belongs to another checkpoint", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
+        )
+    state: dict[str, Any] = doc["state"]
+    return state
+
+
+def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) -> tuple[bytes, dict[str, int]]:
+    """One row group per checkpoint with at least one op; returns (bytes, {checkpoint_id: row_group})."""
+    buf = io.BytesIO()
+    meta = {_META_VERSION: str(codec.FORMAT_VERSION).encode(), b"ckpt_archive.thread_id": thread_id.encode()}
+    schema = SEGMENT_SCHEMA.with_metadata(meta)
+    groups: dict[str, int] = {}
+    with pq.ParquetWriter(buf, schema, compression="zstd", compression_level=6) as writer:
+        for checkpoint_id, step, ops in entries:
+            if not ops:
+                continue
+            cols: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
+            for i, op in enumerate(ops):
+                path = op["path"]
+                cols["thread_id"].append(thread_id)
+                cols["checkpoint_id"].append(checkpoint_id)
+                cols["step"].append(step)
+                cols["op_index"].append(i)
+                cols["op"].append(op["op"])
+                cols["key"].append(path[0])
+                cols["path"].append(codec.dumps(path).decode())
+                cols["value"].append(None if op["op"] == "del" else codec.dumps(op.get("value")).decode())
+            writer.write_table(pa.table(cols, schema=schema), row_group_size=len(ops) + 1)
+            groups[checkpoint_id] = len(groups)
+    return buf.getvalue(), groups
+
+
+class SegmentReader:
+    """A parsed segment file; ``ops(checkpoint_id, row_group)`` decodes one checkpoint's delta."""
+
+    def __init__(self, data: bytes, *, thread_id: str, key: str) -> None:
+        self.thread_id, self.key = thread_id, key
+        try:
+            self._file = pq.ParquetFile(io.BytesIO(data))
+            meta = self._file.schema_arrow.metadata or {}
+        except Exception as exc:  # pyarrow raises many types for garbage input
+            raise TruncatedObject(
+                f"delta segment is not a readable Parquet file ({type(exc).__name__})",
+                thread_id=thread_id,
+                key=key,
+            ) from None
+        version = meta.get(_META_VERSION, b"").decode(errors="replace")
+        if version != str(codec.FORMAT_VERSION):
+            raise UnsupportedFormatVersion(
+                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads "
+                f"{codec.FORMAT_VERSION}"
+            )
+
+    def ops(self, checkpoint_id: str, row_group: int) -> Delta:
+        try:
+            table = self._file.read_row_group(row_group, columns=["checkpoint_id", "op", "path", "value"])
+            rows = table.to_pydict()
+            out: Delta = []
+            for cid, op, path, value in zip(
+                rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], strict=True
+            ):
+                if cid != checkpoint_id:
+                    raise ValueError("row group holds another checkpoint")
+                out.append({"op": op, "path": codec.loads(path), "value": None if value is None else codec.loads(value)})
+            return out
+        except Exception as exc:
+            raise TruncatedObject(
+                f"row group {row_group} of the delta segment cannot be read ({exc})",
+                thread_id=self.thread_id,
+                checkpoint_id=checkpoint_id,
+                key=self.key,
+            ) from None

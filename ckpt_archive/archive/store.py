@@ -1,0 +1,235 @@
+"""Object store over any fsspec filesystem: get, put, put-if-absent, list, delete.
+
+The one primitive the commit protocol needs is *put-if-absent of a new object*
+(see ../shared notes and docs/FORMAT.md). How each backend gets it:
+
+* async object stores (s3fs, gcsfs, adlfs): ``_pipe_file(mode="create")``, which
+  sends ``If-None-Match: *`` / ``ifGenerationMatch=0`` / an Azure condition;
+* local disk: write a temp file in the same directory, fsync, ``os.link`` it to
+  the final name (fails if it exists), unlink the temp file;
+* ``memory://``: a process-wide lock around check-then-set;
+* anything else: refused for multi-writer use unless ``single_writer=True``.
+
+Everything is async; blocking filesystems run in the default executor so the
+event loop is never blocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+from ..errors import UnsafeBackend
+
+T = TypeVar("T")
+_memory_lock = threading.Lock()
+_OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss", "adl"}
+
+
+def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
+    proto = fs.protocol
+    return {proto} if isinstance(proto, str) else set(proto)
+
+
+class ObjectStore:
+    """Keys are '/'-separated strings relative to ``root``."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, *, single_writer: bool = False) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.single_writer = single_writer
+        if isinstance(fs, LocalFileSystem):
+            self.kind = "local"
+        elif isinstance(fs, MemoryFileSystem):
+            self.kind = "memory"
+        elif getattr(fs, "async_impl", False) and _protocols(fs) & _OBJECT_STORES:
+            self.kind = "object"
+        else:
+            self.kind = "generic"
+            if not single_writer:
+                raise UnsafeBackend(
+                    f"filesystem {type(fs).__name__} has no atomic put-if-absent: two writers could fork a "
+                    "thread. Open the archive with single_writer=True if only one process ever writes."
+                )
+
+    @property
+    def conditional_writes(self) -> bool:
+        return self.kind != "generic"
+
+    def path(self, key: str) -> str:
+        return f"{self.root}/{key}" if key else self.root
+
+    async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.kind == "memory":
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    # -- reads -----------------------------------------------------------------
+    async def get(self, key: str) -> bytes:
+        """Bytes of ``key``; FileNotFoundError if absent."""
+        path = self.path(key)
+        if self.kind == "object":
+            data = await self.fs._cat_file(path, start=0)  # start=0: one GET, no sizing HEAD
+        elif self.kind == "local":
+            data = await self._blocking(_read_local, path)
+        else:
+            data = await self._blocking(self.fs.cat_file, path)
+        return bytes(data)
+
+    async def get_or_none(self, key: str) -> bytes | None:
+        try:
+            return await self.get(key)
+        except FileNotFoundError:
+            return None
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return list(await asyncio.gather(*(self.get_or_none(k) for k in keys)))
+
+    async def list_dir(self, prefix: str) -> list[str]:
+        """Names directly under ``prefix`` (files and folders); [] if it does not exist."""
+        path = self.path(prefix)
+        try:
+            if self.kind == "object":
+                entries = await self.fs._ls(path, detail=False, refresh=True)
+            else:
+                entries = await self._blocking(lambda: self.fs.ls(path, detail=False))
+        except FileNotFoundError:
+            return []
+        base = path.rstrip("/") + "/"
+        names = []
+        for e in entries:
+            e = e.rstrip("/")
+            if self.kind == "memory" and not e.startswith("/") and base.startswith("/"):
+                e = "/" + e
+            name = e[len(base) :] if e.startswith(base) else e.rsplit("/", 1)[-1]
+            if name and "/" not in name:
+                names.append(name)
+        return sorted(set(names))
+
+    async def find(self, prefix: str) -> dict[str, dict[str, Any]]:
+        """Every object under ``prefix`` (recursive): key -> {size, mtime (UTC datetime or None)}."""
+        path = self.path(prefix)
+        try:
+            if self.kind == "object":
+                found = await self.fs._find(path, detail=True)
+            else:
+                found = await self._blocking(lambda: self.fs.find(path, detail=True))
+        except FileNotFoundError:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        root = self.root.lstrip("/") + "/"
+        for p, info in found.items():
+            rel = p.lstrip("/")
+            rel = rel[len(root) :] if rel.startswith(root) else rel
+            out[rel] = {"size": int(info.get("size") or 0), "mtime": _mtime(info)}
+        return out
+
+    # -- writes ----------------------------------------------------------------
+    async def put(self, key: str, data: bytes) -> None:
+        """Write (or replace) ``key`` atomically: readers see the old or the new bytes."""
+        path = self.path(key)
+        if self.kind == "object":
+            await self.fs._pipe_file(path, data)
+        elif self.kind == "local":
+            await self._blocking(_write_local, path, data, False)
+        else:
+            await self._blocking(self.fs.pipe_file, path, data)
+
+    async def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create ``key`` only if it does not exist; False if it already did."""
+        path = self.path(key)
+        try:
+            if self.kind == "object":
+                await self.fs._pipe_file(path, data, mode="create")
+            elif self.kind == "local":
+                await self._blocking(_write_local, path, data, True)
+            elif self.kind == "memory":
+                with _memory_lock:
+                    if self.fs.exists(path):
+                        return False
+                    self.fs.pipe_file(path, data)
+            else:  # single_writer generic backend: check-then-set is all there is
+                if await self._blocking(self.fs.exists, path):
+                    return False
+                await self._blocking(self.fs.pipe_file, path, data)
+        except FileExistsError:
+            return False
+        return True
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        """Delete keys; missing ones are ignored."""
+        paths = [self.path(k) for k in keys]
+        if not paths:
+            return
+        if self.kind == "object":
+            with contextlib.suppress(FileNotFoundError):
+                await self.fs._rm(paths)
+            return
+
+        def rm() -> None:
+            for p in paths:
+                with contextlib.suppress(FileNotFoundError):
+                    self.fs.rm_file(p)
+
+        await self._blocking(rm)
+
+    async def delete_prefix(self, prefix: str) -> None:
+        path = self.path(prefix)
+        with contextlib.suppress(FileNotFoundError):
+            if self.kind == "object":
+                await self.fs._rm(path, recursive=True)
+            else:
+                await self._blocking(lambda: self.fs.rm(path, recursive=True))
+
+
+def _mtime(info: dict[str, Any]) -> datetime | None:
+    for field in ("LastModified", "mtime", "updated", "last_modified", "created"):
+        value = info.get(field)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, int | float):
+            return datetime.fromtimestamp(value, UTC)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+                return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def _read_local(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _write_local(path: str, data: bytes, exclusive: bool) -> None:
+    """Temp file in the same directory + fsync, then link (exclusive) or rename (replace)."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if exclusive:
+            os.link(tmp, path)
+        else:
+            os.replace(tmp, path)
+            tmp = ""
+    finally:
+        if tmp:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)

@@ -1,0 +1,283 @@
+"""The checkpointer protocol, the in-memory reference and the delta wrapper.
+
+``MemoryCheckpointer`` is the executable specification the contract tests run
+against every other implementation. ``DeltaCheckpointer`` wraps *any*
+checkpointer and stores deltas through it, using the same delta engine and
+chain policy as the archive.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import OrderedDict
+from typing import Any, Protocol, runtime_checkable
+
+from . import codec
+from ._sync import run_async, run_sync
+from .chain import DeltaConfig, snapshot_due
+from .delta import Delta, apply, diff
+from .errors import BrokenChain, CheckpointNotFound, DuplicateCheckpointId
+from .model import RESERVED_PREFIX, Checkpoint, CheckpointInfo
+
+
+@runtime_checkable
+class Checkpointer(Protocol):
+    """What every checkpointer offers, sync and async."""
+
+    def save(self, checkpoint: Checkpoint) -> str: ...
+    def load(self, thread_id: str) -> Checkpoint | None: ...
+    def load_by_id(self, checkpoint_id: str) -> Checkpoint | None: ...
+    def list(self, thread_id: str) -> list[CheckpointInfo]: ...
+    def threads(self) -> list[str]: ...
+    def delete(self, thread_id: str) -> None: ...
+    async def asave(self, checkpoint: Checkpoint) -> str: ...
+    async def aload(self, thread_id: str) -> Checkpoint | None: ...
+    async def aload_by_id(self, checkpoint_id: str) -> Checkpoint | None: ...
+    async def alist(self, thread_id: str) -> list[CheckpointInfo]: ...
+    async def athreads(self) -> list[str]: ...
+    async def adelete(self, thread_id: str) -> None: ...
+
+
+class AsyncCoreCheckpointer:
+    """Sync methods as thin wrappers over the async core (one implementation)."""
+
+    async def _save(self, checkpoint: Checkpoint) -> str:
+        raise NotImplementedError
+
+    async def _load(self, thread_id: str) -> Checkpoint | None:
+        raise NotImplementedError
+
+    async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
+        raise NotImplementedError
+
+    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+        raise NotImplementedError
+
+    async def _threads(self) -> list[str]:
+        raise NotImplementedError
+
+    async def _delete(self, thread_id: str) -> None:
+        raise NotImplementedError
+
+    def save(self, checkpoint: Checkpoint) -> str:
+        return run_sync(self._save(checkpoint))
+
+    def load(self, thread_id: str) -> Checkpoint | None:
+        return run_sync(self._load(thread_id))
+
+    def load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
+        return run_sync(self._load_by_id(checkpoint_id))
+
+    def list(self, thread_id: str) -> list[CheckpointInfo]:
+        return run_sync(self._list(thread_id))
+
+    def threads(self) -> list[str]:
+        return run_sync(self._threads())
+
+    def delete(self, thread_id: str) -> None:
+        run_sync(self._delete(thread_id))
+
+    async def asave(self, checkpoint: Checkpoint) -> str:
+        return await run_async(self._save(checkpoint))
+
+    async def aload(self, thread_id: str) -> Checkpoint | None:
+        return await run_async(self._load(thread_id))
+
+    async def aload_by_id(self, checkpoint_id: str) -> Checkpoint | None:
+        return await run_async(self._load_by_id(checkpoint_id))
+
+    async def alist(self, thread_id: str) -> list[CheckpointInfo]:
+        return await run_async(self._list(thread_id))
+
+    async def athreads(self) -> list[str]:
+        return await run_async(self._threads())
+
+    async def adelete(self, thread_id: str) -> None:
+        await run_async(self._delete(thread_id))
+
+
+class MemoryCheckpointer(AsyncCoreCheckpointer):
+    """Process-local reference implementation; every value is deep-copied in and out."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._threads_map: dict[str, OrderedDict[str, Checkpoint]] = {}
+        self._owner: dict[str, str] = {}
+
+    async def _save(self, checkpoint: Checkpoint) -> str:
+        codec.check_json(checkpoint.state)
+        with self._lock:
+            if checkpoint.checkpoint_id in self._owner:
+                raise DuplicateCheckpointId(f"checkpoint {checkpoint.checkpoint_id!r} is already saved")
+            chain = self._threads_map.setdefault(checkpoint.thread_id, OrderedDict())
+            parent = checkpoint.parent_id
+            if parent is None and chain:
+                parent = next(reversed(chain))
+            elif parent is not None and parent not in chain:
+                raise CheckpointNotFound(
+                    f"parent {parent!r} is not a checkpoint of thread {checkpoint.thread_id!r}"
+                )
+            stored = copy.deepcopy(checkpoint.with_parent(parent))
+            chain[checkpoint.checkpoint_id] = stored
+            self._owner[checkpoint.checkpoint_id] = checkpoint.thread_id
+            return checkpoint.checkpoint_id
+
+    async def _load(self, thread_id: str) -> Checkpoint | None:
+        with self._lock:
+            chain = self._threads_map.get(thread_id)
+            return copy.deepcopy(next(reversed(chain.values()))) if chain else None
+
+    async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
+        with self._lock:
+            thread = self._owner.get(checkpoint_id)
+            if thread is None:
+                return None
+            return copy.deepcopy(self._threads_map[thread][checkpoint_id])
+
+    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+        with self._lock:
+            chain = list(self._threads_map.get(thread_id, {}).values())
+        return [_info(c, "full", len(codec.dumps(c.state))) for c in chain]
+
+    async def _threads(self) -> list[str]:
+        with self._lock:
+            return sorted(t for t, chain in self._threads_map.items() if chain)
+
+    async def _delete(self, thread_id: str) -> None:
+        with self._lock:
+            for cid in self._threads_map.pop(thread_id, {}):
+                self._owner.pop(cid, None)
+
+
+def _info(c: Checkpoint, kind: str, stored: int, metadata: dict[str, Any] | None = None) -> CheckpointInfo:
+    return CheckpointInfo(
+        thread_id=c.thread_id,
+        checkpoint_id=c.checkpoint_id,
+        parent_id=c.parent_id,
+        step=c.step,
+        kind=kind,  # type: ignore[arg-type]
+        created_at=c.created_at,
+        stored_bytes=stored,
+        metadata=c.metadata if metadata is None else metadata,
+    )
+
+
+_MARK = RESERVED_PREFIX + "delta"
+
+
+class DeltaCheckpointer(AsyncCoreCheckpointer):
+    """Wraps any checkpointer: snapshots every N steps, deltas in between.
+
+    The inner checkpointer receives ordinary ``Checkpoint`` objects: a delta is
+    stored as ``state = {"ops": [...]}`` with a reserved metadata marker
+    recording the kind and the chain depth, so any backend can hold it.
+    """
+
+    def __init__(self, inner: Checkpointer, config: DeltaConfig | None = None, *, cache_size: int = 64):
+        self.inner = inner
+        self.config = config or DeltaConfig()
+        self._cache: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
+        self._cache_size = cache_size
+
+    def _remember(self, checkpoint_id: str, state: dict[str, Any], depth: int) -> None:
+        self._cache[checkpoint_id] = (state, depth)
+        self._cache.move_to_end(checkpoint_id)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    async def _resolve(self, stored: Checkpoint) -> tuple[dict[str, Any], int]:
+        """Full state and depth of a stored checkpoint, replaying from its snapshot."""
+        cached = self._cache.get(stored.checkpoint_id)
+        if cached is not None:
+            return copy.deepcopy(cached[0]), cached[1]
+        pending: list[Delta] = []
+        node, depth = stored, None
+        while True:
+            mark = node.metadata.get(_MARK)
+            if not isinstance(mark, dict) or mark.get("kind") not in ("full", "delta"):
+                raise BrokenChain(
+                    "stored checkpoint has no delta marker",
+                    thread_id=node.thread_id,
+                    checkpoint_id=node.checkpoint_id,
+                )
+            if depth is None:
+                depth = int(mark.get("depth", 0))
+            if mark["kind"] == "full":
+                base = node.state
+                break
+            pending.append(node.state.get("ops", []))
+            if node.parent_id is None:
+                raise BrokenChain("delta without a parent", checkpoint_id=node.checkpoint_id)
+            parent = await self.inner.aload_by_id(node.parent_id)
+            if parent is None:
+                raise BrokenChain(
+                    f"delta's parent {node.parent_id!r} is missing",
+                    thread_id=node.thread_id,
+                    checkpoint_id=node.checkpoint_id,
+                )
+            node = parent
+        state = base
+        for ops in reversed(pending):
+            state = apply(state, ops)
+        self._remember(stored.checkpoint_id, state, depth)
+        return copy.deepcopy(state), depth
+
+    def _unwrap(self, stored: Checkpoint, state: dict[str, Any]) -> Checkpoint:
+        meta = {k: v for k, v in stored.metadata.items() if k != _MARK}
+        return stored.model_copy(update={"state": state, "metadata": meta})
+
+    async def _save(self, checkpoint: Checkpoint) -> str:
+        codec.check_json(checkpoint.state)
+        parent_id = checkpoint.parent_id
+        parent: Checkpoint | None
+        if parent_id is None:
+            parent = await self.inner.aload(checkpoint.thread_id)
+        else:
+            parent = await self.inner.aload_by_id(parent_id)
+            if parent is None or parent.thread_id != checkpoint.thread_id:
+                raise CheckpointNotFound(
+                    f"parent {parent_id!r} is not a checkpoint of thread {checkpoint.thread_id!r}"
+                )
+        parent_state, parent_depth = (None, None) if parent is None else await self._resolve(parent)
+        interval = self.config.full_snapshot_interval
+        if parent is None or parent_state is None or snapshot_due(checkpoint.step, parent_depth, interval):
+            depth, stored_state, kind = 0, checkpoint.state, "full"
+        else:
+            depth = (parent_depth or 0) + 1
+            stored_state, kind = {"ops": diff(parent_state, checkpoint.state)}, "delta"
+        marker = {**checkpoint.metadata, _MARK: {"kind": kind, "depth": depth}}
+        stored = checkpoint.model_copy(
+            update={
+                "state": stored_state,
+                "metadata": marker,
+                "parent_id": None if parent is None else parent.checkpoint_id,
+            }
+        )
+        cid = await self.inner.asave(stored)
+        self._remember(cid, copy.deepcopy(checkpoint.state), depth)
+        return cid
+
+    async def _load(self, thread_id: str) -> Checkpoint | None:
+        stored = await self.inner.aload(thread_id)
+        return None if stored is None else self._unwrap(stored, (await self._resolve(stored))[0])
+
+    async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
+        stored = await self.inner.aload_by_id(checkpoint_id)
+        return None if stored is None else self._unwrap(stored, (await self._resolve(stored))[0])
+
+    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+        out = []
+        for info in await self.inner.alist(thread_id):
+            mark = info.metadata.get(_MARK)
+            kind = mark.get("kind", "full") if isinstance(mark, dict) else "full"
+            meta = {k: v for k, v in info.metadata.items() if k != _MARK}
+            out.append(info.model_copy(update={"kind": kind, "metadata": meta}))
+        return out
+
+    async def _threads(self) -> list[str]:
+        return await self.inner.athreads()
+
+    async def _delete(self, thread_id: str) -> None:
+        await self.inner.adelete(thread_id)
+        self._cache.clear()

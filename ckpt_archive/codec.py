@@ -1,0 +1,98 @@
+"""Serialisation, compression and digests: the only place bytes are made.
+
+Canonical JSON (sorted keys, no NaN) makes digests stable, so the same state
+always hashes the same. zstd frames are decompressed with a size cap so a
+hostile object cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import orjson
+import zstandard
+
+from .errors import InvalidState, TruncatedObject, UnsupportedFormatVersion
+
+FORMAT_VERSION = 1
+MAX_DECOMPRESSED = 1 << 31  # 2 GiB: far above any sane state, far below a bomb
+_ZSTD_LEVEL = 9
+_compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+
+
+def check_json(value: Any, where: str = "state", *, _depth: int = 0) -> None:
+    """Refuse anything that does not round-trip through JSON exactly.
+
+    Raises InvalidState naming the path of the first offending value.
+    """
+    if _depth > 500:
+        raise InvalidState(f"{where}: nesting deeper than 500 levels")
+    if value is None or isinstance(value, bool | str):
+        return
+    if isinstance(value, int):
+        if abs(value) >= 1 << 63:
+            raise InvalidState(f"{where}: integer {value} does not fit in 64 bits")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidState(f"{where}: {value} is not representable in JSON")
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise InvalidState(f"{where}: key {k!r} is not a string")
+            check_json(v, f"{where}[{k!r}]", _depth=_depth + 1)
+        return
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            check_json(v, f"{where}[{i}]", _depth=_depth + 1)
+        return
+    raise InvalidState(f"{where}: {type(value).__name__} is not JSON (use str, int, float, bool, None, list, dict)")
+
+
+def dumps(value: Any) -> bytes:
+    """Canonical JSON bytes (sorted keys)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def loads(data: bytes | str) -> Any:
+    return orjson.loads(data)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def compress(data: bytes) -> bytes:
+    return _compressor.compress(data)
+
+
+def decompress(data: bytes, *, what: str = "object") -> bytes:
+    try:
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_DECOMPRESSED)
+    except zstandard.ZstdError as exc:
+        raise TruncatedObject(f"{what} is not a valid zstd frame ({exc})") from None
+
+
+def check_format(doc: Any, what: str) -> dict[str, Any]:
+    """Validate the envelope every stored JSON document carries."""
+    if not isinstance(doc, dict):
+        raise TruncatedObject(f"{what} is not a JSON object")
+    version = doc.get("format_version")
+    if version != FORMAT_VERSION:
+        raise UnsupportedFormatVersion(
+            f"{what} has format_version {version!r}; this ckpt_archive reads version {FORMAT_VERSION}"
+        )
+    return doc
+
+
+def decode_document(data: bytes, what: str, *, compressed: bool = False) -> dict[str, Any]:
+    """Bytes -> checked envelope dict, with typed errors instead of parser tracebacks."""
+    raw = decompress(data, what=what) if compressed else data
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise TruncatedObject(f"{what} is not valid JSON ({exc})") from None
+    return check_format(doc, what)

@@ -1,0 +1,111 @@
+"""diff/apply between two JSON states: the one delta engine every checkpointer uses.
+
+A delta is a list of operations, each ``{"op", "path", "value"}``:
+
+* ``set``    -- replace (or create) the value at ``path``;
+* ``del``    -- remove the key at ``path``;
+* ``append`` -- extend the list at ``path`` by ``value`` (a list). A list that
+  grew by appending (chat history) therefore costs each new element once.
+
+``path`` is the list of dict keys from the state's root. Nested dicts are
+diffed recursively, so changing one field of a large sub-document stores one
+op. Equality is JSON equality: ``True`` differs from ``1`` and ``1`` from ``1.0``,
+which Python's ``==`` would conflate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import BrokenChain
+
+Op = dict[str, Any]
+Delta = list[Op]
+OPS = frozenset({"set", "del", "append"})
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality that keeps JSON's types apart (bool vs int vs float)."""
+    if a is b:
+        return True
+    ta, tb = type(a), type(b)
+    if ta is not tb:
+        return False
+    if ta is dict:
+        return a.keys() == b.keys() and all(json_equal(v, b[k]) for k, v in a.items())
+    if ta is list:
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> Delta:
+    """Operations that turn ``old`` into ``new`` (``apply(old, diff(old, new)) == new``)."""
+    ops: Delta = []
+    _diff_dict(old, new, [], ops)
+    return ops
+
+
+def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: list[str], ops: Delta) -> None:
+    for key in old:
+        if key not in new:
+            ops.append({"op": "del", "path": [*path, key], "value": None})
+    for key, value in new.items():
+        if key not in old:
+            ops.append({"op": "set", "path": [*path, key], "value": value})
+            continue
+        before = old[key]
+        if json_equal(before, value):
+            continue
+        sub = [*path, key]
+        if type(before) is dict and type(value) is dict and value:
+            _diff_dict(before, value, sub, ops)
+        elif (
+            type(before) is list
+            and type(value) is list
+            and before
+            and len(value) > len(before)
+            and json_equal(value[: len(before)], before)
+        ):
+            ops.append({"op": "append", "path": sub, "value": value[len(before) :]})
+        else:
+            ops.append({"op": "set", "path": sub, "value": value})
+
+
+def apply(old: dict[str, Any], delta: Delta) -> dict[str, Any]:
+    """Apply ``delta`` to ``old`` without mutating it (containers on touched paths are copied)."""
+    root = dict(old)
+    copied: set[int] = {id(root)}
+    for op in delta:
+        kind, path = op.get("op"), op.get("path")
+        if kind not in OPS or not isinstance(path, list) or not path:
+            raise BrokenChain(f"delta has a malformed operation: {_short(op)}")
+        parent = root
+        for key in path[:-1]:
+            child = parent.get(key) if isinstance(key, str) else None
+            if type(child) is not dict:
+                raise BrokenChain(f"delta path {path!r} does not exist in the base state")
+            if id(child) not in copied:
+                child = dict(child)
+                copied.add(id(child))
+                parent[key] = child
+            parent = child
+        last = path[-1]
+        if not isinstance(last, str):
+            raise BrokenChain(f"delta path {path!r} has a non-string key")
+        if kind == "set":
+            parent[last] = op.get("value")
+        elif kind == "del":
+            if last not in parent:
+                raise BrokenChain(f"delta removes {path!r}, which the base state does not have")
+            del parent[last]
+        else:
+            current, extra = parent.get(last), op.get("value")
+            if type(current) is not list or type(extra) is not list:
+                raise BrokenChain(f"delta appends to {path!r}, which is not a list in the base state")
+            parent[last] = current + extra
+    return root
+
+
+def _short(op: Any) -> str:
+    text = repr(op)
+    return text if len(text) <= 200 else text[:200] + "..."

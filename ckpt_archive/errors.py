@@ -1,0 +1,95 @@
+"""One exception hierarchy, so callers can catch broadly or precisely.
+
+Every error names what it concerns (thread, checkpoint, object) because the
+message is often all an operator sees in a log.
+"""
+
+from __future__ import annotations
+
+
+class CheckpointError(Exception):
+    """Base class of every error ckpt_archive raises on purpose."""
+
+
+class InvalidState(CheckpointError, ValueError):
+    """State, metadata or another field is not JSON-representable."""
+
+
+class InvalidIdentifier(CheckpointError, ValueError):
+    """A thread or checkpoint id that cannot be stored (empty, not a string...)."""
+
+
+class ReservedMetadataKey(InvalidState):
+    """User metadata used a key that ckpt_archive reserves for itself."""
+
+
+class CheckpointNotFound(CheckpointError, LookupError):
+    """A checkpoint named as a parent or edit target does not exist."""
+
+
+class CheckpointConflict(CheckpointError):
+    """Another writer committed first; nothing of this save was committed.
+
+    Reload the thread's latest checkpoint and try again, or fork explicitly by
+    passing ``parent_id``.
+    """
+
+
+class CheckpointVersionConflict(CheckpointConflict):
+    """An edit named a stale ``expected_version``; nothing was changed."""
+
+
+class DuplicateCheckpointId(CheckpointError, ValueError):
+    """The checkpoint id is already committed (in this or another thread)."""
+
+
+class UnsupportedFormatVersion(CheckpointError):
+    """An object was written by a newer (or unknown) format version."""
+
+
+class UnsafeBackend(CheckpointError):
+    """The filesystem has no atomic put-if-absent, so concurrent writers could fork a thread."""
+
+
+class IntegrityError(CheckpointError):
+    """Stored bytes are not what the manifest says they should be."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        parts = [message]
+        if thread_id is not None:
+            parts.append(f"thread={thread_id!r}")
+        if checkpoint_id is not None:
+            parts.append(f"checkpoint={checkpoint_id!r}")
+        if key is not None:
+            parts.append(f"object={key!r}")
+        super().__init__(" ".join(parts))
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.key = key
+
+
+class DigestMismatch(IntegrityError):
+    """An object's sha256 differs from the one recorded when it was written."""
+
+
+class TruncatedObject(IntegrityError):
+    """An object is shorter than recorded, or cannot be decoded at all."""
+
+
+class MissingObject(IntegrityError):
+    """An object the manifest references is gone."""
+
+
+class BrokenChain(IntegrityError):
+    """A delta's chain back to its full snapshot is broken."""
+
+
+class CorruptManifest(IntegrityError):
+    """A manifest object cannot be parsed or fails its checksum."""

@@ -1,0 +1,168 @@
+"""The checkpoint record and the listing entry (pydantic v2 value types)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .codec import check_json
+from .errors import CheckpointError, InvalidIdentifier, InvalidState, ReservedMetadataKey
+
+JSON = Any
+"""A JSON value: None, bool, int, float, str, list of JSON, dict of str to JSON."""
+
+RESERVED_PREFIX = "ckpt_archive."
+"""Metadata keys with this prefix belong to ckpt_archive (pins, versions...)."""
+
+_uuid7_lock = threading.Lock()
+_uuid7_last = 0
+
+
+def uuid7() -> str:
+    """A time-ordered UUIDv7 string, strictly increasing within this process."""
+    global _uuid7_last
+    with _uuid7_lock:
+        ms = time.time_ns() // 1_000_000
+        rand = int.from_bytes(os.urandom(10), "big")
+        # 48-bit ms | 4-bit version | 12 bits + 62 bits of randomness (monotonic within a ms)
+        value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (rand & ((1 << 62) - 1))
+        if value <= _uuid7_last:
+            value = _uuid7_last + 1
+        _uuid7_last = value
+    return str(uuid.UUID(int=value))
+
+
+def check_identifier(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidIdentifier(f"{what} must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidIdentifier(f"{what} must not be empty")
+    if len(value.encode("utf-8", "surrogatepass")) > 64 * 1024:
+        raise InvalidIdentifier(f"{what} is longer than 64 KiB")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidIdentifier(f"{what} is not valid unicode (lone surrogate)") from None
+    return value
+
+
+def check_user_metadata(metadata: dict[str, Any]) -> None:
+    for key in metadata:
+        if isinstance(key, str) and key.startswith(RESERVED_PREFIX):
+            raise ReservedMetadataKey(f"metadata key {key!r} is reserved (prefix {RESERVED_PREFIX!r})")
+
+
+class Checkpoint(BaseModel):
+    """One saved step of one thread. Immutable: the ``with_*`` helpers return copies."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    thread_id: str
+    checkpoint_id: str = Field(default_factory=uuid7)
+    parent_id: str | None = None
+    step: int = 0
+    state: dict[str, JSON] = Field(default_factory=dict)
+    pending_nodes: list[str] = Field(default_factory=list)
+    metadata: dict[str, JSON] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    cleared_interrupt: str | None = None
+    attempts: dict[str, int] = Field(default_factory=dict)
+    child_ledger: dict[str, JSON] = Field(default_factory=dict)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:  # surface our typed error, not pydantic's wrapper
+            for err in exc.errors():
+                original = (err.get("ctx") or {}).get("error")
+                if isinstance(original, CheckpointError):
+                    raise original from None
+            raise
+
+    @field_validator("thread_id")
+    @classmethod
+    def _thread_id(cls, v: Any) -> str:
+        return check_identifier(v, "thread_id")
+
+    @field_validator("checkpoint_id")
+    @classmethod
+    def _checkpoint_id(cls, v: Any) -> str:
+        return check_identifier(v, "checkpoint_id")
+
+    @field_validator("parent_id")
+    @classmethod
+    def _parent_id(cls, v: Any) -> str | None:
+        return None if v is None else check_identifier(v, "parent_id")
+
+    @field_validator("state", "metadata", "child_ledger", mode="before")
+    @classmethod
+    def _json(cls, v: Any, info: Any) -> Any:
+        if not isinstance(v, dict):
+            raise InvalidState(f"{info.field_name} must be a dict with string keys, got {type(v).__name__}")
+        check_json(v, info.field_name)
+        return v
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+
+    @classmethod
+    def new(
+        cls,
+        thread_id: str,
+        state: dict[str, JSON],
+        step: int = 0,
+        pending_nodes: list[str] | None = None,
+        *,
+        parent_id: str | None = None,
+        metadata: dict[str, JSON] | None = None,
+    ) -> Checkpoint:
+        """A fresh checkpoint with a new time-ordered id; refuses non-JSON state naming the key."""
+        metadata = dict(metadata or {})
+        check_user_metadata(metadata)
+        return cls(
+            thread_id=thread_id,
+            state=state,
+            step=step,
+            pending_nodes=list(pending_nodes or []),
+            parent_id=parent_id,
+            metadata=metadata,
+        )
+
+    def with_cleared_interrupt(self, node: str) -> Checkpoint:
+        return self.model_copy(update={"cleared_interrupt": node})
+
+    def with_metadata(self, key: str, value: JSON) -> Checkpoint:
+        check_user_metadata({key: value})
+        check_json(value, f"metadata[{key!r}]")
+        return self.model_copy(update={"metadata": {**self.metadata, key: value}})
+
+    def with_parent(self, parent_id: str | None) -> Checkpoint:
+        return self.model_copy(update={"parent_id": parent_id})
+
+    def with_state(self, state: dict[str, JSON]) -> Checkpoint:
+        check_json(state, "state")
+        return self.model_copy(update={"state": state})
+
+
+class CheckpointInfo(BaseModel):
+    """A listing entry: everything about a checkpoint except its state (never read to list)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    thread_id: str
+    checkpoint_id: str
+    parent_id: str | None
+    step: int
+    kind: Literal["full", "delta"]
+    created_at: datetime
+    stored_bytes: int
+    metadata: dict[str, JSON] = Field(default_factory=dict)
+    version: int = 1

@@ -1,0 +1,194 @@
+"""One contract, every checkpointer: memory (the reference), delta-over-memory, archive on each backend."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import ckpt_archive as ca
+
+KINDS = ["memory", "delta-memory", "archive-local", "archive-memory", "archive-s3"]
+
+
+@pytest.fixture(params=KINDS)
+def cp(request: pytest.FixtureRequest, archive_url: Any) -> ca.Checkpointer:
+    kind = request.param
+    if kind == "memory":
+        return ca.MemoryCheckpointer()
+    if kind == "delta-memory":
+        return ca.DeltaCheckpointer(ca.MemoryCheckpointer(), ca.DeltaConfig(full_snapshot_interval=4))
+    url, opts = archive_url(kind.removeprefix("archive-"))
+    return ca.open_archive(url, storage_options=opts, full_snapshot_interval=4)
+
+
+def chat(thread: str, n: int, cp: ca.Checkpointer) -> list[ca.Checkpoint]:
+    saved, messages = [], []
+    for step in range(n):
+        messages.append({"role": "user" if step % 2 else "assistant", "content": f"message {step} " * 5})
+        ckpt = ca.Checkpoint.new(
+            thread,
+            {"messages": list(messages), "counter": step, "profile": {"name": "x", "turns": step}},
+            step=step,
+            pending_nodes=[f"node-{step}"],
+        )
+        cp.save(ckpt)
+        saved.append(ckpt)
+    return saved
+
+
+def test_empty(cp: ca.Checkpointer) -> None:
+    assert cp.load("nobody") is None
+    assert cp.load_by_id("no-such-id") is None
+    assert cp.list("nobody") == []
+    assert cp.threads() == []
+
+
+def test_round_trip_every_field(cp: ca.Checkpointer) -> None:
+    created = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    first = ca.Checkpoint(
+        thread_id="t",
+        step=0,
+        state={"a": 1, "b": [1, 2], "c": {"d": None, "e": 1.5, "f": True}, "s": "ünïcødé"},
+        pending_nodes=["n1", "n2"],
+        metadata={"source": "input", "writes": {"x": [1]}},
+        created_at=created,
+        cleared_interrupt="approve",
+        attempts={"tool": 2},
+        child_ledger={"child-1": {"status": "done"}},
+    )
+    cp.save(first)
+    second = ca.Checkpoint.new("t", {"a": 2, "b": [1, 2, 3], "c": {"d": None, "e": 1.5, "f": False}}, step=1)
+    second = second.with_cleared_interrupt("review").with_metadata("k", [1, "two"])
+    cp.save(second)
+    for original, parent in ((first, None), (second, first.checkpoint_id)):
+        loaded = cp.load_by_id(original.checkpoint_id)
+        assert loaded is not None
+        assert loaded.parent_id == parent
+        assert loaded.model_dump(exclude={"parent_id"}) == original.model_dump(exclude={"parent_id"})
+    latest = cp.load("t")
+    assert latest is not None and latest.checkpoint_id == second.checkpoint_id
+    assert latest.state == second.state
+
+
+def test_chat_history_loads_every_step(cp: ca.Checkpointer) -> None:
+    saved = chat("chat", 11, cp)
+    for ckpt in saved:
+        loaded = cp.load_by_id(ckpt.checkpoint_id)
+        assert loaded is not None and loaded.state == ckpt.state and loaded.step == ckpt.step
+    infos = cp.list("chat")
+    assert [i.checkpoint_id for i in infos] == [c.checkpoint_id for c in saved]
+    assert [i.step for i in infos] == list(range(11))
+    assert all(i.thread_id == "chat" and i.stored_bytes >= 0 for i in infos)
+    assert infos[0].parent_id is None
+    assert [i.parent_id for i in infos[1:]] == [c.checkpoint_id for c in saved[:-1]]
+
+
+def test_delta_kinds_follow_interval(cp: ca.Checkpointer) -> None:
+    chat("k", 9, cp)
+    kinds = [i.kind for i in cp.list("k")]
+    if isinstance(cp, ca.MemoryCheckpointer):
+        assert set(kinds) == {"full"}
+    else:
+        assert kinds == ["full", "delta", "delta", "delta", "full", "delta", "delta", "delta", "full"]
+
+
+def test_threads_and_delete(cp: ca.Checkpointer) -> None:
+    a = chat("a", 3, cp)
+    chat("b", 2, cp)
+    assert cp.threads() == ["a", "b"]
+    cp.delete("a")
+    assert cp.threads() == ["b"]
+    assert cp.load("a") is None
+    assert cp.list("a") == []
+    assert cp.load_by_id(a[0].checkpoint_id) is None
+    assert cp.load("b") is not None
+    cp.delete("never-existed")
+
+
+def test_loaded_state_is_a_private_copy(cp: ca.Checkpointer) -> None:
+    chat("p", 3, cp)
+    loaded = cp.load("p")
+    assert loaded is not None
+    loaded.state["messages"].append("mutated")
+    loaded.state["profile"]["name"] = "mutated"
+    again = cp.load("p")
+    assert again is not None
+    assert "mutated" not in again.state["messages"] and again.state["profile"]["name"] == "x"
+
+
+@pytest.mark.parametrize(
+    "thread",
+    ["a/b/c", "../../etc", "..", ".", "with space", "ünïcødé 🧵", "x" * 1024, "%2F", "@hash", "thread_id=z", "a\\b"],
+)
+def test_hostile_thread_ids(cp: ca.Checkpointer, thread: str) -> None:
+    saved = chat(thread, 3, cp)
+    assert cp.load(thread) is not None
+    assert cp.load(thread).state == saved[-1].state  # type: ignore[union-attr]
+    assert cp.threads() == [thread]
+    assert [i.checkpoint_id for i in cp.list(thread)] == [c.checkpoint_id for c in saved]
+
+
+def test_empty_thread_id_refused() -> None:
+    with pytest.raises(ca.InvalidIdentifier):
+        ca.Checkpoint.new("", {})
+
+
+def test_non_json_state_refused_naming_key() -> None:
+    with pytest.raises(ca.InvalidState, match="when"):
+        ca.Checkpoint.new("t", {"when": datetime.now()})
+    with pytest.raises(ca.InvalidState, match="nan"):
+        ca.Checkpoint.new("t", {"x": float("nan")})
+    with pytest.raises(ca.InvalidState, match="not a string"):
+        ca.Checkpoint.new("t", {"x": {1: "a"}})
+
+
+def test_reserved_metadata_refused() -> None:
+    with pytest.raises(ca.ReservedMetadataKey):
+        ca.Checkpoint.new("t", {}).with_metadata("ckpt_archive.delta", 1)
+
+
+def test_duplicate_id_refused(cp: ca.Checkpointer) -> None:
+    ckpt = ca.Checkpoint.new("d", {"a": 1})
+    cp.save(ckpt)
+    with pytest.raises(ca.DuplicateCheckpointId):
+        cp.save(ckpt)
+
+
+def test_unknown_parent_refused(cp: ca.Checkpointer) -> None:
+    cp.save(ca.Checkpoint.new("u", {"a": 1}))
+    with pytest.raises(ca.CheckpointNotFound):
+        cp.save(ca.Checkpoint.new("u", {"a": 2}, step=1, parent_id="nope"))
+
+
+def test_fork_from_earlier_checkpoint(cp: ca.Checkpointer) -> None:
+    saved = chat("f", 6, cp)
+    fork = ca.Checkpoint.new("f", {"forked": True}, step=2, parent_id=saved[1].checkpoint_id)
+    cp.save(fork)
+    latest = cp.load("f")
+    assert latest is not None and latest.checkpoint_id == fork.checkpoint_id
+    assert latest.parent_id == saved[1].checkpoint_id and latest.state == {"forked": True}
+    for ckpt in saved:
+        assert cp.load_by_id(ckpt.checkpoint_id).state == ckpt.state  # type: ignore[union-attr]
+
+
+def test_async_twins(cp: ca.Checkpointer) -> None:
+    async def run() -> None:
+        first = ca.Checkpoint.new("as", {"m": [1]}, step=0)
+        second = ca.Checkpoint.new("as", {"m": [1, 2]}, step=1)
+        assert await cp.asave(first) == first.checkpoint_id
+        await cp.asave(second)
+        assert (await cp.aload("as")).state == {"m": [1, 2]}  # type: ignore[union-attr]
+        assert (await cp.aload_by_id(first.checkpoint_id)).state == {"m": [1]}  # type: ignore[union-attr]
+        assert [i.step for i in await cp.alist("as")] == [0, 1]
+        assert await cp.athreads() == ["as"]
+        await cp.adelete("as")
+        assert await cp.aload("as") is None
+
+    asyncio.run(run())
+
+
+def test_protocol(cp: Any) -> None:
+    assert isinstance(cp, ca.Checkpointer)
