@@ -1,0 +1,25 @@
+"""Offline analysis of an archive: pyarrow datasets, pandas/polars frames, reconstructed states.
+
+``open_dataset`` reads the Parquet delta segments directly (hive partitioned by
+``thread_id``): deltas of a thread's still-open segment live inline in the
+commit log and appear there only after the next full snapshot or
+``archive.compact(thread_id)``. ``checkpoints_frame``, ``changes_frame`` and
+``states`` go through the archive API and are always complete.
+"""
+
+from __future__ import annotations
+
+from .dataset import DELTA_GLOB, delta_glob, open_dataset
+from .frames import Backend, changes_frame, changes_table, checkpoints_frame, checkpoints_table, states
+
+__all__ = [
+    "DELTA_GLOB",
+    "Backend",
+    "changes_frame",
+    "changes_table",
+    "checkpoints_frame",
+    "checkpoints_table",
+    "delta_glob",
+    "open_dataset",
+    "states",
+]

@@ -1,0 +1,275 @@
+"""Frames through the archive API (complete, including a thread's still-open segment).
+
+* ``checkpoints_table/frame`` -- one row per checkpoint, from the manifest alone
+  (no state payload is read); many threads are listed concurrently.
+* ``changes_table/frame`` -- one row per changed key path per checkpoint: the
+  delta from its parent (from ``{}`` for a root).
+* ``states`` -- every checkpoint of a thread with its reconstructed state, oldest first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, Literal, cast
+
+import pyarrow as pa
+
+from .. import codec
+from .._sync import run_sync
+from ..archive import ArchiveCheckpointer, open_archive
+from ..delta import diff
+from ..errors import CheckpointNotFound
+from ..model import Checkpoint, CheckpointInfo
+
+Backend = Literal["pandas", "polars", "arrow"]
+Source = str | ArchiveCheckpointer
+Progress = Callable[[str, int, int], None]
+
+CHECKPOINT_COLUMNS = [
+    ("thread_id", pa.string()),
+    ("checkpoint_id", pa.string()),
+    ("parent_id", pa.string()),
+    ("step", pa.int64()),
+    ("kind", pa.string()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
+    ("bytes", pa.int64()),
+    ("version", pa.int64()),
+]
+CHANGE_SCHEMA = pa.schema(
+    [
+        ("thread_id", pa.string()),
+        ("checkpoint_id", pa.string()),
+        ("parent_id", pa.string()),
+        ("step", pa.int64()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("op", pa.string()),
+        ("key", pa.string()),
+        ("path", pa.string()),
+        ("depth", pa.int32()),
+        ("value", pa.string()),
+        ("value_bytes", pa.int64()),
+    ]
+)
+
+
+def archive_of(source: Source, storage_options: dict[str, Any] | None = None) -> ArchiveCheckpointer:
+    """An open archive for a URL (with ``storage_options``), or the archive itself."""
+    if isinstance(source, ArchiveCheckpointer):
+        return source
+    return open_archive(source, storage_options=storage_options)
+
+
+def convert(table: pa.Table, backend: Backend) -> Any:
+    if backend == "arrow":
+        return table
+    if backend == "pandas":
+        return table.to_pandas()
+    if backend == "polars":
+        import polars as pl
+
+        return pl.from_arrow(table)
+    raise ValueError(f"backend must be 'pandas', 'polars' or 'arrow', not {backend!r}")
+
+
+async def gather_limited(
+    jobs: Sequence[Callable[[], Awaitable[Any]]], concurrency: int, on_done: Callable[[], None] | None = None
+) -> list[Any]:
+    """Run ``jobs`` at most ``concurrency`` at a time; results in job order."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(job: Callable[[], Awaitable[Any]]) -> Any:
+        async with sem:
+            result = await job()
+        if on_done is not None:
+            on_done()
+        return result
+
+    return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+def progress_bar(enabled: bool, description: str) -> Any:
+    """A rich progress bar (or a no-op stand-in) used as a context manager."""
+    if enabled:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        return Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=True,
+        )
+    return _NoProgress()
+
+
+class _NoProgress:
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: int | None = None) -> int:
+        return 0
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        return None
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+async def alist_threads(
+    archive: ArchiveCheckpointer,
+    threads: Sequence[str] | None,
+    *,
+    concurrency: int = 8,
+    progress: bool = False,
+) -> dict[str, list[CheckpointInfo]]:
+    """``{thread: list(thread)}`` for the given threads (default: every thread), listed concurrently."""
+    names = list(threads) if threads is not None else await archive.athreads()
+    with progress_bar(progress, "listing threads") as bar:
+        task = bar.add_task("listing threads", total=len(names))
+        jobs = [lambda t=t: archive.alist(t) for t in names]
+        lists = await gather_limited(jobs, concurrency, lambda: bar.advance(task))
+    return dict(zip(names, lists, strict=True))
+
+
+def checkpoints_table(
+    source: Source,
+    threads: Sequence[str] | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    concurrency: int = 8,
+    progress: bool = False,
+) -> pa.Table:
+    """One row per checkpoint (manifest only), metadata keys as ``metadata.<key>`` columns."""
+    archive = archive_of(source, storage_options)
+    listed = run_sync(alist_threads(archive, threads, concurrency=concurrency, progress=progress))
+    infos = [info for lst in listed.values() for info in lst]
+    cols: dict[str, list[Any]] = {name: [] for name, _ in CHECKPOINT_COLUMNS}
+    meta_keys = sorted({k for info in infos for k in info.metadata})
+    metas: dict[str, list[Any]] = {k: [] for k in meta_keys}
+    for info in infos:
+        cols["thread_id"].append(info.thread_id)
+        cols["checkpoint_id"].append(info.checkpoint_id)
+        cols["parent_id"].append(info.parent_id)
+        cols["step"].append(info.step)
+        cols["kind"].append(info.kind)
+        cols["created_at"].append(info.created_at)
+        cols["bytes"].append(info.stored_bytes)
+        cols["version"].append(info.version)
+        for k in meta_keys:
+            metas[k].append(info.metadata.get(k))
+    arrays = [pa.array(cols[name], type=typ) for name, typ in CHECKPOINT_COLUMNS]
+    names = [name for name, _ in CHECKPOINT_COLUMNS]
+    for k in meta_keys:
+        arrays.append(_metadata_array(metas[k]))
+        names.append(f"metadata.{k}")
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _metadata_array(values: list[Any]) -> pa.Array:
+    """Scalars of one type stay typed; anything mixed or nested becomes JSON text."""
+    kinds = {type(v) for v in values if v is not None}
+    if len(kinds) <= 1 and not kinds & {dict, list}:
+        try:
+            return pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            pass
+    return pa.array([None if v is None else codec.dumps(v).decode() for v in values], type=pa.string())
+
+
+def checkpoints_frame(
+    source: Source,
+    threads: Sequence[str] | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    backend: Backend = "pandas",
+    concurrency: int = 8,
+    progress: bool = False,
+) -> Any:
+    """``checkpoints_table`` as a pandas (default) or polars DataFrame."""
+    table = checkpoints_table(
+        source, threads, storage_options=storage_options, concurrency=concurrency, progress=progress
+    )
+    return convert(table, backend)
+
+
+# -- states and changes --------------------------------------------------------------------
+async def alist_of(archive: ArchiveCheckpointer, thread_id: str) -> list[CheckpointInfo]:
+    """``archive.alist`` typed for mypy (the class's own ``list`` method shadows the builtin there)."""
+    return cast("list[CheckpointInfo]", await archive.alist(thread_id))
+
+
+def states(
+    source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None
+) -> Iterator[Checkpoint]:
+    """Checkpoints of ``thread_id`` with their reconstructed states, oldest first (lazily loaded)."""
+    archive = archive_of(source, storage_options)
+    infos = archive.list(thread_id)
+    if not infos:
+        raise CheckpointNotFound(f"thread {thread_id!r} has no checkpoints in {archive.url!r}")
+    for info in infos:
+        ckpt = archive.load_by_id(info.checkpoint_id)
+        if ckpt is not None:
+            yield ckpt
+
+
+async def achanges(archive: ArchiveCheckpointer, thread_id: str) -> dict[str, list[Any]]:
+    cols: dict[str, list[Any]] = {name: [] for name in CHANGE_SCHEMA.names}
+    infos = await alist_of(archive, thread_id)
+    if not infos:
+        raise CheckpointNotFound(f"thread {thread_id!r} has no checkpoints in {archive.url!r}")
+    children: dict[str, int] = {}
+    for info in infos:
+        if info.parent_id is not None:
+            children[info.parent_id] = children.get(info.parent_id, 0) + 1
+    known: dict[str, dict[str, Any]] = {}  # states still needed as a base (a child is pending)
+    for info in infos:
+        ckpt = await archive.aload_by_id(info.checkpoint_id)
+        if ckpt is None:  # pruned between listing and loading
+            continue
+        pid = ckpt.parent_id
+        base = {} if pid is None else known.get(pid)
+        if base is None:  # parent not listed (pruned): use the stored parent if it is still there
+            parent = await archive.aload_by_id(pid) if pid else None
+            base = {} if parent is None else parent.state
+        if pid is not None and pid in children:
+            children[pid] -= 1
+            if children[pid] == 0:
+                known.pop(pid, None)
+        for op in diff(base, ckpt.state):
+            value = None if op["op"] == "del" else codec.dumps(op["value"]).decode()
+            cols["thread_id"].append(thread_id)
+            cols["checkpoint_id"].append(ckpt.checkpoint_id)
+            cols["parent_id"].append(pid)
+            cols["step"].append(ckpt.step)
+            cols["created_at"].append(ckpt.created_at)
+            cols["op"].append(op["op"])
+            cols["key"].append(op["path"][0])
+            cols["path"].append(codec.dumps(op["path"]).decode())
+            cols["depth"].append(len(op["path"]))
+            cols["value"].append(value)
+            cols["value_bytes"].append(0 if value is None else len(value.encode()))
+        if children.get(ckpt.checkpoint_id):
+            known[ckpt.checkpoint_id] = ckpt.state
+    return cols
+
+
+def changes_table(
+    source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None
+) -> pa.Table:
+    """One row per changed key path per checkpoint (op set/del/append, key, JSON path and value)."""
+    archive = archive_of(source, storage_options)
+    return pa.table(run_sync(achanges(archive, thread_id)), schema=CHANGE_SCHEMA)
+
+
+def changes_frame(
+    source: Source,
+    thread_id: str,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    backend: Backend = "pandas",
+) -> Any:
+    """``changes_table`` as a pandas (default) or polars DataFrame."""
+    return convert(changes_table(source, thread_id, storage_options=storage_options), backend)

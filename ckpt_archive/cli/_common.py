@@ -1,0 +1,131 @@
+"""What every command shares: the archive options, output (rich or JSON), progress and errors."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, is_dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..archive import ArchiveCheckpointer
+from ..errors import CheckpointError
+from ..settings import ArchiveSettings
+
+app = typer.Typer(
+    name="ckpt-archive",
+    help="Inspect, analyse and maintain a ckpt_archive archive on any fsspec URL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+UrlOpt = Annotated[
+    str | None, typer.Option("--url", "-u", help="Archive URL (path, s3://, gs://, az://, memory://).")
+]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="TOML settings file (CKPT_ARCHIVE_* variables win).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")]
+
+
+class Fail(Exception):
+    """A one-line error for the user (bad input); exit status 1."""
+
+
+def settings(url: str | None, config: Path | None) -> ArchiveSettings:
+    return ArchiveSettings.load(config, url=url)
+
+
+def open_from(s: ArchiveSettings) -> ArchiveCheckpointer:
+    return s.open()
+
+
+def to_jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False) + "\n")
+
+
+def out() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def err() -> Console:
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int | None) -> Iterator[Callable[[], None]]:
+    """A rich progress bar on stderr (hidden when stderr is not a terminal); yields ``tick()``."""
+    console = err()
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    with bar:
+        task = bar.add_task(description, total=total)
+        yield lambda: bar.advance(task)
+
+
+@contextlib.contextmanager
+def guarded(debug: bool) -> Iterator[None]:
+    """Turn every error into one line on stderr and a non-zero exit (the traceback with --debug)."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as exc:
+        if debug:
+            raise
+        if isinstance(exc, Fail | CheckpointError | ValueError | LookupError):
+            message = str(exc)
+        elif isinstance(exc, FileNotFoundError | PermissionError):
+            message = f"{type(exc).__name__}: {exc}"
+        elif isinstance(exc, ImportError):
+            message = f"a dependency is missing: {exc} (install ckpt-archive with the right extra)"
+        else:
+            message = f"unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)"
+        first = message.strip().splitlines()[0] if message.strip() else type(exc).__name__
+        err().print(f"error: {first}", markup=False)
+        raise typer.Exit(1) from None
+
+
+def short(checkpoint_id: str | None) -> str:
+    return "-" if checkpoint_id is None else checkpoint_id
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

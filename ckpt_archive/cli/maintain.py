@@ -1,0 +1,321 @@
+"""Commands that check or change an archive: verify, compact, prune, gc, export, import."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import typer
+from rich.table import Table
+
+from .._sync import run_sync
+from ..analysis.frames import gather_limited
+from ..archive import ArchiveCheckpointer
+from ..errors import CheckpointError
+from ..settings import ArchiveSettings, parse_duration
+from ..transfer import copy_threads, is_portable, read_portable, replay, write_portable
+from ._common import (
+    ConfigOpt,
+    DebugOpt,
+    Fail,
+    JsonOpt,
+    UrlOpt,
+    app,
+    emit_json,
+    guarded,
+    human_bytes,
+    open_from,
+    out,
+    progress,
+    settings,
+    to_jsonable,
+)
+from .read import listed
+
+ThreadsArg = Annotated[
+    list[str] | None, typer.Argument(help="Threads (default: every thread).", show_default=False)
+]
+AllOpt = Annotated[bool, typer.Option("--all", help="Every thread of the archive.")]
+
+
+def pick_threads(archive: ArchiveCheckpointer, threads: list[str] | None, all_threads: bool) -> list[str]:
+    if threads and all_threads:
+        raise Fail("give thread ids or --all, not both")
+    if not threads and not all_threads:
+        raise Fail("give at least one thread id, or --all")
+    if all_threads:
+        return archive.threads()
+    assert threads is not None
+    known: set[str] = set(archive.threads())
+    missing = [t for t in threads if t not in known]
+    if missing:
+        raise Fail(f"thread {missing[0]!r} is not in {archive.url!r}")
+    return threads
+
+
+@app.command()
+def verify(
+    threads: ThreadsArg = None,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Rebuild every checkpoint's state, checking each object's size and sha256; exit 1 on any problem."""
+    with guarded(debug):
+        s = settings(url, config)
+        archive = open_from(s)
+        by_thread = listed(archive, threads or None, s.concurrency)
+        problems: list[dict[str, Any]] = []
+        total = sum(len(v) for v in by_thread.values())
+        with progress("verifying checkpoints", total) as tick:
+
+            async def one(thread: str) -> int:
+                ok = 0
+                for info in by_thread[thread]:
+                    try:
+                        if await archive.aload_by_id(info.checkpoint_id) is None:
+                            raise CheckpointError("listed in the manifest but cannot be loaded by id")
+                        ok += 1
+                    except CheckpointError as exc:
+                        problems.append(
+                            {
+                                "thread_id": thread,
+                                "checkpoint_id": info.checkpoint_id,
+                                "error": type(exc).__name__,
+                                "message": str(exc),
+                            }
+                        )
+                    tick()
+                return ok
+
+            async def run() -> list[int]:
+                jobs: list[Callable[[], Awaitable[int]]] = [partial(one, t) for t in by_thread]
+                return await gather_limited(jobs, s.concurrency)
+
+            oks = run_sync(run())
+        body = {
+            "ok": not problems,
+            "threads": len(by_thread),
+            "checkpoints": total,
+            "verified": sum(oks),
+            "problems": problems,
+        }
+        if json:
+            emit_json(body)
+        else:
+            console = out()
+            for p in problems:
+                console.print(
+                    f"[red]BAD[/] {p['thread_id']} {p['checkpoint_id']}: {p['error']}: {p['message']}",
+                    markup=True,
+                )
+            verdict = "[green]OK[/]" if not problems else f"[red]{len(problems)} problem(s)[/]"
+            console.print(f"{verdict}: {sum(oks)}/{total} checkpoints of {len(by_thread)} threads verified")
+        if problems:
+            raise typer.Exit(1)
+
+
+@app.command()
+def compact(
+    threads: ThreadsArg = None,
+    all_threads: AllOpt = False,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Close open segments: move inline deltas to Parquet now (so open_dataset/DuckDB see them)."""
+    with guarded(debug):
+        archive = open_from(settings(url, config))
+        names = pick_threads(archive, threads, all_threads)
+        done: dict[str, bool] = {}
+        with progress("compacting", len(names)) as tick:
+            for t in names:
+                done[t] = archive.compact(t)
+                tick()
+        if json:
+            return emit_json(
+                {
+                    "compacted": [t for t, d in done.items() if d],
+                    "unchanged": [t for t, d in done.items() if not d],
+                }
+            )
+        n = sum(done.values())
+        out().print(f"compacted {n} thread(s); {len(done) - n} had no open segment")
+
+
+def retention_module() -> Any:
+    try:
+        return importlib.import_module("ckpt_archive.retention")
+    except ImportError:
+        raise Fail("retention is not available in this build (ckpt_archive.retention is missing)") from None
+
+
+def build_policy(s: ArchiveSettings, keep_last: int | None, max_age: str | None) -> Any:
+    policy_cls = retention_module().RetentionPolicy
+    keep = keep_last if keep_last is not None else s.retention.keep_last
+    age = parse_duration(max_age) if max_age is not None else s.retention.max_age
+    if keep is not None and keep < 1:
+        raise Fail("--keep-last must be at least 1")
+    parts = []
+    if keep is not None:
+        parts.append(policy_cls.keep_last(keep))
+    if age is not None:
+        parts.append(policy_cls.max_age(age))
+    if not parts:
+        raise Fail("give --keep-last and/or --max-age (or set [retention] in the config)")
+    policy = parts[0]
+    for p in parts[1:]:
+        policy = policy | p
+    return policy
+
+
+def _count(report: Any, name: str) -> int:
+    value = getattr(report, name, 0)
+    return len(value) if isinstance(value, list | tuple | set | frozenset) else int(value or 0)
+
+
+@app.command()
+def prune(
+    thread: Annotated[str | None, typer.Argument(help="Thread id (or --all).")] = None,
+    all_threads: AllOpt = False,
+    keep_last: Annotated[
+        int | None, typer.Option("--keep-last", help="Keep the newest N checkpoints.")
+    ] = None,
+    max_age: Annotated[
+        str | None, typer.Option("--max-age", help="Keep checkpoints younger than this (30d, 12h).")
+    ] = None,
+    dry_run: Annotated[
+        bool | None,
+        typer.Option("--dry-run/--apply", help="Only report (default for --all) / really delete."),
+    ] = None,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Apply a retention policy to one thread or (dry run unless --apply) to every thread."""
+    with guarded(debug):
+        if (thread is None) == (not all_threads):
+            raise Fail("give one thread id or --all")
+        s = settings(url, config)
+        policy = build_policy(s, keep_last, max_age)
+        archive: Any = open_from(s)
+        dry = dry_run if dry_run is not None else all_threads
+        if all_threads:
+            with progress("pruning", None) as tick:
+                report = archive.prune_all(
+                    policy, concurrency=s.concurrency, progress=lambda *a: tick(), dry_run=dry
+                )
+        else:
+            report = archive.prune(thread, policy, dry_run=dry)
+        body = {"dry_run": dry, "thread_id": thread, "report": to_jsonable(report)}
+        if json:
+            return emit_json(body)
+        verb = "would free" if dry else "freed"
+        out().print(
+            f"{'dry run: ' if dry else ''}removed {_count(report, 'removed')}, "
+            f"kept {_count(report, 'kept')}; "
+            f"{verb} {_count(report, 'objects_freed')} objects, {human_bytes(_count(report, 'bytes_freed'))}"
+        )
+
+
+@app.command()
+def gc(
+    grace: Annotated[
+        str | None, typer.Option("--grace", help="Only objects older than this (default: config gc_grace).")
+    ] = None,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Delete objects no commit references (left by crashed or lost saves, or by prune)."""
+    with guarded(debug):
+        s = settings(url, config)
+        retention_module()
+        archive: Any = open_from(s)
+        report = archive.gc(grace=parse_duration(grace) if grace is not None else s.gc_grace)
+        if json:
+            return emit_json(to_jsonable(report))
+        out().print(f"gc: {to_jsonable(report)}", markup=False)
+
+
+def destination(target: str, config: Path | None) -> ArchiveCheckpointer:
+    return ArchiveSettings.load(config, url=target).open()
+
+
+@app.command("export")
+def export_cmd(
+    threads: ThreadsArg = None,
+    all_threads: AllOpt = False,
+    to: Annotated[
+        str, typer.Option("--to", help="Destination archive URL, or a file ending in .tar.zst.")
+    ] = "",
+    to_config: Annotated[
+        Path | None, typer.Option("--to-config", help="Settings of the destination archive.")
+    ] = None,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Copy threads to another archive, or into a portable .tar.zst file."""
+    with guarded(debug):
+        if not to:
+            raise Fail("give --to URL (another archive) or --to FILE.tar.zst")
+        source = open_from(settings(url, config))
+        names = pick_threads(source, threads, all_threads)
+        total = sum(len(source.list(t)) for t in names)
+        with progress("exporting", total) as tick:
+            if is_portable(to):
+                with open(to, "wb") as f:
+                    reports = write_portable(source, names, f, tick)
+            else:
+                reports = copy_threads(source, destination(to, to_config), names, tick)
+        if json:
+            return emit_json({"to": to, "threads": reports})
+        copied = sum(r.copied for r in reports)
+        out().print(f"exported {copied} checkpoints of {len(reports)} thread(s) to {to}", markup=False)
+
+
+@app.command("import")
+def import_cmd(
+    source: Annotated[str, typer.Argument(help="A .tar.zst export file, or another archive's URL.")],
+    only: Annotated[list[str] | None, typer.Option("--thread", help="Only this thread (repeatable).")] = None,
+    from_config: Annotated[
+        Path | None, typer.Option("--from-config", help="Settings of a source archive.")
+    ] = None,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Copy threads from a .tar.zst export or another archive into this one (re-runs skip what is there)."""
+    with guarded(debug):
+        dest = open_from(settings(url, config))
+        wanted = set(only) if only else None
+        with progress("importing", None) as tick:
+            if is_portable(source):
+                if not Path(source).is_file():
+                    raise Fail(f"export file {source!r} does not exist")
+                with open(source, "rb") as f:
+                    reports = [replay(dest, t, ckpts, tick) for t, _, ckpts in read_portable(f, wanted)]
+            else:
+                src = destination(source, from_config)
+                names = [t for t in cast("list[str]", src.threads()) if wanted is None or t in wanted]
+                reports = copy_threads(src, dest, names, tick)
+        if wanted is not None:
+            missing = wanted - {r.thread_id for r in reports}
+            if missing:
+                raise Fail(f"thread {sorted(missing)[0]!r} is not in {source!r}")
+        if json:
+            return emit_json({"from": source, "threads": reports})
+        table = Table("thread", "copied", "already there")
+        for r in reports:
+            table.add_row(r.thread_id, str(r.copied), str(r.skipped))
+        out().print(table)

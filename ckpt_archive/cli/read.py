@@ -1,0 +1,311 @@
+"""Read-only commands: threads, history, show, diff, stats."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.json import JSON
+from rich.table import Table
+
+from .._sync import run_sync
+from ..analysis.frames import gather_limited
+from ..archive import ArchiveCheckpointer
+from ..delta import diff
+from ..model import Checkpoint, CheckpointInfo
+from ._common import (
+    ConfigOpt,
+    DebugOpt,
+    Fail,
+    JsonOpt,
+    UrlOpt,
+    app,
+    emit_json,
+    guarded,
+    human_bytes,
+    open_from,
+    out,
+    progress,
+    settings,
+)
+
+ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
+
+
+def listed(
+    archive: ArchiveCheckpointer, threads: list[str] | None, concurrency: int
+) -> dict[str, list[CheckpointInfo]]:
+    names = threads if threads is not None else archive.threads()
+    with progress("reading manifests", len(names)) as tick:
+
+        async def run() -> dict[str, list[CheckpointInfo]]:
+            jobs = [lambda t=t: archive.alist(t) for t in names]
+            lists = await gather_limited(jobs, concurrency, tick)
+            return dict(zip(names, lists, strict=True))
+
+        return run_sync(run())
+
+
+def thread_infos(archive: ArchiveCheckpointer, thread: str) -> list[CheckpointInfo]:
+    infos = archive.list(thread)
+    if not infos:
+        raise Fail(f"thread {thread!r} has no checkpoints in {archive.url!r}")
+    return infos
+
+
+def load_in_thread(archive: ArchiveCheckpointer, thread: str, checkpoint: str | None) -> Checkpoint:
+    if checkpoint is None:
+        ckpt = archive.load(thread)
+        if ckpt is None:
+            raise Fail(f"thread {thread!r} has no checkpoints in {archive.url!r}")
+        return ckpt
+    ckpt = archive.load_by_id(checkpoint)
+    if ckpt is None or ckpt.thread_id != thread:
+        raise Fail(f"checkpoint {checkpoint!r} is not in thread {thread!r}")
+    return ckpt
+
+
+@app.command()
+def threads(
+    url: UrlOpt = None, config: ConfigOpt = None, json: JsonOpt = False, debug: DebugOpt = False
+) -> None:
+    """List the threads with their checkpoint counts, latest step and stored bytes."""
+    with guarded(debug):
+        s = settings(url, config)
+        by_thread = listed(open_from(s), None, s.concurrency)
+        rows: list[dict[str, Any]] = [
+            {
+                "thread_id": t,
+                "checkpoints": len(infos),
+                "latest_step": infos[-1].step if infos else None,
+                "latest_at": infos[-1].created_at if infos else None,
+                "bytes": sum(i.stored_bytes for i in infos),
+            }
+            for t, infos in by_thread.items()
+        ]
+        if json:
+            return emit_json(rows)
+        table = Table("thread", "checkpoints", "latest step", "latest at", "stored")
+        for r in rows:
+            latest = r["latest_at"].isoformat(timespec="seconds") if r["latest_at"] else "-"
+            table.add_row(
+                r["thread_id"], str(r["checkpoints"]), str(r["latest_step"]), latest, human_bytes(r["bytes"])
+            )
+        out().print(table)
+
+
+@app.command()
+def history(
+    thread: ThreadArg,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Checkpoints of a thread, oldest first (from the manifest; no state is read)."""
+    with guarded(debug):
+        infos = thread_infos(open_from(settings(url, config)), thread)
+        if json:
+            return emit_json(infos)
+        table = Table("step", "checkpoint", "parent", "kind", "created at", "stored", "metadata")
+        for i in infos:
+            meta = ", ".join(f"{k}={v}" for k, v in i.metadata.items())
+            table.add_row(
+                str(i.step),
+                i.checkpoint_id,
+                i.parent_id or "-",
+                i.kind,
+                i.created_at.isoformat(timespec="seconds"),
+                human_bytes(i.stored_bytes),
+                meta,
+            )
+        out().print(table)
+
+
+def pick(state: dict[str, Any], key: str) -> Any:
+    """``state[key]``, or a dotted path into nested dicts when no top-level key has that name."""
+    if key in state:
+        return state[key]
+    node: Any = state
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise Fail(
+                f"key {key!r} is not in the state (top-level keys: {', '.join(sorted(state)) or 'none'})"
+            )
+        node = node[part]
+    return node
+
+
+@app.command()
+def show(
+    thread: ThreadArg,
+    checkpoint: Annotated[
+        str | None, typer.Option("--checkpoint", help="Checkpoint id (default: latest).")
+    ] = None,
+    key: Annotated[str | None, typer.Option("--key", "-k", help="Only this key (dotted for nested).")] = None,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Show a checkpoint's state (the latest by default), or one key of it."""
+    with guarded(debug):
+        ckpt = load_in_thread(open_from(settings(url, config)), thread, checkpoint)
+        body = ckpt.model_dump(mode="json")
+        if key is not None:
+            body.pop("state")
+            body["key"], body["value"] = key, pick(ckpt.state, key)
+        if json:
+            return emit_json(body)
+        console = out()
+        console.print(
+            f"thread {ckpt.thread_id}  checkpoint {ckpt.checkpoint_id}  step {ckpt.step}", markup=False
+        )
+        console.print(JSON.from_data(body["value"] if key is not None else ckpt.state))
+
+
+def structured_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Added, changed and removed key paths (nested dicts are walked; appends reported as such)."""
+    result: dict[str, list[dict[str, Any]]] = {"added": [], "changed": [], "removed": []}
+    for op in diff(old, new):
+        path = op["path"]
+        before: Any = old
+        present = True
+        for part in path:
+            if isinstance(before, dict) and part in before:
+                before = before[part]
+            else:
+                present = False
+                break
+        if op["op"] == "del":
+            result["removed"].append({"path": path, "old": before})
+        elif op["op"] == "append":
+            result["changed"].append({"path": path, "appended": op["value"]})
+        elif present:
+            result["changed"].append({"path": path, "old": before, "new": op["value"]})
+        else:
+            result["added"].append({"path": path, "new": op["value"]})
+    return result
+
+
+@app.command("diff")
+def diff_cmd(
+    thread: ThreadArg,
+    from_id: Annotated[
+        str | None, typer.Option("--from", help="Older checkpoint (default: parent of --to).")
+    ] = None,
+    to_id: Annotated[str | None, typer.Option("--to", help="Newer checkpoint (default: latest).")] = None,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """What changed between two checkpoints of a thread: added, changed, removed (nested)."""
+    with guarded(debug):
+        archive = open_from(settings(url, config))
+        new = load_in_thread(archive, thread, to_id)
+        if from_id is None:
+            old_state: dict[str, Any] = {}
+            old_id = new.parent_id
+            if old_id is not None:
+                old_state = load_in_thread(archive, thread, old_id).state
+        else:
+            old_id, old_state = from_id, load_in_thread(archive, thread, from_id).state
+        changes = structured_diff(old_state, new.state)
+        body = {"thread_id": thread, "from": old_id, "to": new.checkpoint_id, **changes}
+        if json:
+            return emit_json(body)
+        console = out()
+        console.print(f"{thread}: {old_id or '(empty)'} -> {new.checkpoint_id}", markup=False)
+        for c in changes["added"]:
+            console.print(f"[green]+ {'.'.join(c['path'])}[/] = {_brief(c['new'])}")
+        for c in changes["changed"]:
+            detail = (
+                f"+= {_brief(c['appended'])}"
+                if "appended" in c
+                else f"{_brief(c['old'])} -> {_brief(c['new'])}"
+            )
+            console.print(f"[yellow]~ {'.'.join(c['path'])}[/] {detail}")
+        for c in changes["removed"]:
+            console.print(f"[red]- {'.'.join(c['path'])}[/] (was {_brief(c['old'])})")
+        if not any(changes.values()):
+            console.print("no changes")
+
+
+def _brief(value: Any, limit: int = 80) -> str:
+    import json as _json
+
+    text = _json.dumps(value, ensure_ascii=False)
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return text.replace("[", r"\[")
+
+
+def thread_stats(thread: str, infos: list[CheckpointInfo]) -> dict[str, Any]:
+    full = [i for i in infos if i.kind == "full"]
+    delta = [i for i in infos if i.kind == "delta"]
+    snap_bytes, delta_bytes = sum(i.stored_bytes for i in full), sum(i.stored_bytes for i in delta)
+    growth = None
+    if len(full) >= 2 and full[-1].step != full[0].step:
+        growth = (full[-1].stored_bytes - full[0].stored_bytes) / (full[-1].step - full[0].step)
+    return {
+        "thread_id": thread,
+        "checkpoints": len(infos),
+        "snapshots": len(full),
+        "deltas": len(delta),
+        "first_step": min((i.step for i in infos), default=None),
+        "last_step": max((i.step for i in infos), default=None),
+        "snapshot_bytes": snap_bytes,
+        "delta_bytes": delta_bytes,
+        "bytes": snap_bytes + delta_bytes,
+        "mean_delta_bytes": delta_bytes / len(delta) if delta else None,
+        "latest_snapshot_bytes": full[-1].stored_bytes if full else None,
+        "snapshot_growth_per_step": growth,
+    }
+
+
+@app.command()
+def stats(
+    thread: Annotated[str | None, typer.Argument(help="One thread (default: every thread).")] = None,
+    url: UrlOpt = None,
+    config: ConfigOpt = None,
+    json: JsonOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Counts, stored bytes, snapshot/delta split and growth, per thread and in total."""
+    with guarded(debug):
+        s = settings(url, config)
+        archive = open_from(s)
+        if thread is not None:
+            by_thread = {thread: thread_infos(archive, thread)}
+        else:
+            by_thread = listed(archive, None, s.concurrency)
+        rows = [thread_stats(t, infos) for t, infos in by_thread.items()]
+        total = {
+            k: sum(r[k] for r in rows)
+            for k in ("checkpoints", "snapshots", "deltas", "snapshot_bytes", "delta_bytes", "bytes")
+        }
+        total["threads"] = len(rows)
+        if json:
+            return emit_json({"threads": rows, "total": total})
+        table = Table("thread", "ckpts", "full/delta", "snapshots", "deltas", "mean delta", "growth/step")
+        for r in rows:
+            mean = "-" if r["mean_delta_bytes"] is None else human_bytes(r["mean_delta_bytes"])
+            growth = (
+                "-" if r["snapshot_growth_per_step"] is None else f"{r['snapshot_growth_per_step']:+.0f} B"
+            )
+            table.add_row(
+                r["thread_id"],
+                str(r["checkpoints"]),
+                f"{r['snapshots']}/{r['deltas']}",
+                human_bytes(r["snapshot_bytes"]),
+                human_bytes(r["delta_bytes"]),
+                mean,
+                growth,
+            )
+        console = out()
+        console.print(table)
+        console.print(
+            f"total: {total['threads']} threads, {total['checkpoints']} checkpoints, "
+            f"{human_bytes(total['bytes'])} "
+            f"({human_bytes(total['snapshot_bytes'])} snapshots, {human_bytes(total['delta_bytes'])} deltas)"
+        )
