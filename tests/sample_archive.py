@@ -18,7 +18,10 @@ NOW = datetime.now(UTC)
 
 
 def state_at(thread: str, step: int) -> dict[str, Any]:
-    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{thread} turn {i}"} for i in range(step + 1)]
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{thread} turn {i}"}
+        for i in range(step + 1)
+    ]
     tools = [
         {"tool": ["search", "fetch", "calc"][i % 3], "ok": i % 5 != 3, "ms": 10 * (i % 7 + 1)}
         for i in range(step // 2)
@@ -26,7 +29,11 @@ def state_at(thread: str, step: int) -> dict[str, Any]:
     state: dict[str, Any] = {
         "messages": messages,
         "tool_calls": tools,
-        "plan": {"goal": f"help {thread}", "stage": ["draft", "search", "answer"][step % 3], "tries": step // 4},
+        "plan": {
+            "goal": f"help {thread}",
+            "stage": ["draft", "search", "answer"][step % 3],
+            "tries": step // 4,
+        },
         "turn": step,
     }
     if step % 6 == 5:
@@ -34,7 +41,9 @@ def state_at(thread: str, step: int) -> dict[str, Any]:
     return state
 
 
-def build(url: str, storage_options: dict[str, Any] | None = None, *, compact: bool = False) -> ca.ArchiveCheckpointer:
+def build(
+    url: str, storage_options: dict[str, Any] | None = None, *, compact: bool = False
+) -> ca.ArchiveCheckpointer:
     archive = ca.open_archive(url, storage_options=storage_options, full_snapshot_interval=5)
     for n, (thread, steps) in enumerate(THREADS.items()):
         start = NOW - timedelta(days=40 - 15 * n)
@@ -47,7 +56,11 @@ def build(url: str, storage_options: dict[str, Any] | None = None, *, compact: b
                 step=step,
                 parent_id=parent,
                 created_at=start + timedelta(hours=step),
-                metadata={"node": ["agent", "tools"][step % 2], "source": "loop", "cost": round(0.01 * step, 2)},
+                metadata={
+                    "node": ["agent", "tools"][step % 2],
+                    "source": "loop",
+                    "cost": round(0.01 * step, 2),
+                },
             )
             archive.save(ckpt)
             parent = ckpt.checkpoint_id
@@ -73,3 +86,18 @@ if __name__ == "__main__":  # python tests/sample_archive.py ./sample-archive
     import sys
 
     build(sys.argv[1], compact="--compact" in sys.argv)
+
+
+_SHARED: dict[str, tuple[str, dict[str, Any]]] = {}
+
+
+def shared(backend: str, tmp_root: Any, s3_server: Any) -> tuple[str, dict[str, Any]]:
+    """One compacted sample archive per backend for the whole test session (read-only users only)."""
+    if backend not in _SHARED:
+        if backend == "local":
+            url, opts = str(tmp_root / "shared-sample-archive"), {}
+        else:
+            url, opts = s3_server.make_bucket("shared-sample") + "/archive", s3_server.storage_options()
+        build(url, opts, compact=True)
+        _SHARED[backend] = (url, opts)
+    return _SHARED[backend]

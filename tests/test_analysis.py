@@ -28,14 +28,12 @@ BACKENDS = ["local", "s3"]
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, s3_server: S3Server) -> dict[str, tuple[str, dict[str, Any]]]:
-    """One compacted sample archive per backend, shared by the read-only tests of this module."""
-    local = str(tmp_path_factory.mktemp("analysis") / "archive")
-    s3 = s3_server.make_bucket("analysis-shared") + "/archive"
-    out = {"local": (local, {}), "s3": (s3, s3_server.storage_options())}
-    for url, opts in out.values():
-        sample_archive.build(url, opts, compact=True)
-    return out
+def built(
+    tmp_path_factory: pytest.TempPathFactory, s3_server: S3Server
+) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The session's compacted sample archive per backend (read-only here)."""
+    root = tmp_path_factory.getbasetemp()
+    return {b: sample_archive.shared(b, root, s3_server) for b in BACKENDS}
 
 
 def ops_by_checkpoint(table: Any) -> dict[str, list[dict[str, Any]]]:
@@ -43,7 +41,9 @@ def ops_by_checkpoint(table: Any) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         value = None if r["value"] is None else codec.loads(r["value"])
-        out.setdefault(r["checkpoint_id"], []).append({"op": r["op"], "path": codec.loads(r["path"]), "value": value})
+        out.setdefault(r["checkpoint_id"], []).append(
+            {"op": r["op"], "path": codec.loads(r["path"]), "value": value}
+        )
     return out
 
 
@@ -68,7 +68,9 @@ def test_dataset_rows_are_the_stored_deltas(built: Any, backend: str) -> None:
             seen += 1
     assert seen > 30
     # the partition value is URL-decoded and agrees with the column inside the files
-    assert set(dataset.to_table(columns=["thread_id"]).column("thread_id").to_pylist()) == set(sample_archive.THREADS)
+    assert set(dataset.to_table(columns=["thread_id"]).column("thread_id").to_pylist()) == set(
+        sample_archive.THREADS
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -98,9 +100,8 @@ def test_dataset_pushdown_fetches_only_the_thread(built: Any, s3_server: S3Serve
     assert len(touched) < len(files)
 
 
-@pytest.mark.parametrize("backend", ["local", "s3"])
-def test_open_segment_appears_after_compaction(archive_url: Make, backend: str) -> None:
-    url, opts = archive_url(backend)
+def test_open_segment_appears_after_compaction(archive_url: Make) -> None:
+    url, opts = archive_url("local")
     archive = sample_archive.build(url, opts, compact=False)
     open_ids = {i.checkpoint_id for i in archive.list("research 42") if i.step >= 15 and i.kind == "delta"}
     assert open_ids
@@ -119,7 +120,9 @@ def test_checkpoints_frame(built: Any, backend: str) -> None:
     archive = ca.open_archive(url, storage_options=opts)
     df = checkpoints_frame(url, storage_options=opts, progress=True)
     assert len(df) == sum(sample_archive.THREADS.values()) + 1  # + the fork
-    assert {"thread_id", "checkpoint_id", "parent_id", "step", "kind", "created_at", "bytes"} <= set(df.columns)
+    assert {"thread_id", "checkpoint_id", "parent_id", "step", "kind", "created_at", "bytes"} <= set(
+        df.columns
+    )
     assert {"metadata.node", "metadata.source", "metadata.cost"} <= set(df.columns)
     assert str(df["metadata.cost"].dtype) == "float64"
     alice = df[df.thread_id == "support/alice"]
@@ -143,7 +146,11 @@ def test_changes_frame_replays_to_every_state(built: Any, backend: str) -> None:
     for ckpt in states(url, "support/alice", storage_options=opts):
         rows = changes[changes.checkpoint_id == ckpt.checkpoint_id]
         ops = [
-            {"op": r.op, "path": json.loads(r.path), "value": json.loads(r.value) if isinstance(r.value, str) else None}
+            {
+                "op": r.op,
+                "path": json.loads(r.path),
+                "value": json.loads(r.value) if isinstance(r.value, str) else None,
+            }
             for r in rows.itertuples()
         ]
         base = rebuilt[ckpt.parent_id] if ckpt.parent_id else {}
@@ -193,7 +200,10 @@ print(json.dumps({"rows": rows, "ours": sorted(m for m in sys.modules if m.start
 def test_duckdb_recipe_needs_no_import_of_ours(built: Any, backend: str) -> None:
     url, opts = built[backend]
     proc = subprocess.run(
-        [sys.executable, "-c", DUCKDB_RECIPE, url, json.dumps(opts)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", DUCKDB_RECIPE, url, json.dumps(opts)],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -202,7 +212,9 @@ def test_duckdb_recipe_needs_no_import_of_ours(built: Any, backend: str) -> None
     expected = []
     for thread in sorted(sample_archive.THREADS):
         rows = [r for r in table.to_pylist() if r["thread_id"] == thread]
-        expected.append([thread, len({r["checkpoint_id"] for r in rows}), len(rows), max(r["step"] for r in rows)])
+        expected.append(
+            [thread, len({r["checkpoint_id"] for r in rows}), len(rows), max(r["step"] for r in rows)]
+        )
     assert result["rows"] == expected
 
 

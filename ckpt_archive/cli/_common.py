@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.table import Column
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..archive import ArchiveCheckpointer
@@ -119,8 +120,9 @@ def guarded(debug: bool) -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-def short(checkpoint_id: str | None) -> str:
-    return "-" if checkpoint_id is None else checkpoint_id
+def idcol(header: str) -> Column:
+    """A table column for ids: folded onto more lines when narrow, never cut short."""
+    return Column(header, overflow="fold")
 
 
 def human_bytes(n: float) -> str:

@@ -25,6 +25,7 @@ from ._common import (
     UrlOpt,
     app,
     emit_json,
+    idcol,
     guarded,
     human_bytes,
     open_from,
@@ -315,7 +316,7 @@ def import_cmd(
                 raise Fail(f"thread {sorted(missing)[0]!r} is not in {source!r}")
         if json:
             return emit_json({"from": source, "threads": reports})
-        table = Table("thread", "copied", "already there")
+        table = Table(idcol("thread"), "copied", "already there")
         for r in reports:
             table.add_row(r.thread_id, str(r.copied), str(r.skipped))
         out().print(table)

@@ -21,6 +21,7 @@ from ._common import (
     UrlOpt,
     app,
     emit_json,
+    idcol,
     guarded,
     human_bytes,
     open_from,
@@ -85,7 +86,7 @@ def threads(
         ]
         if json:
             return emit_json(rows)
-        table = Table("thread", "checkpoints", "latest step", "latest at", "stored")
+        table = Table(idcol("thread"), "checkpoints", "latest step", "latest at", "stored")
         for r in rows:
             latest = r["latest_at"].isoformat(timespec="seconds") if r["latest_at"] else "-"
             table.add_row(
@@ -107,7 +108,9 @@ def history(
         infos = thread_infos(open_from(settings(url, config)), thread)
         if json:
             return emit_json(infos)
-        table = Table("step", "checkpoint", "parent", "kind", "created at", "stored", "metadata")
+        table = Table(
+            "step", idcol("checkpoint"), idcol("parent"), "kind", "created at", "stored", "metadata"
+        )
         for i in infos:
             meta = ", ".join(f"{k}={v}" for k, v in i.metadata.items())
             table.add_row(
@@ -287,7 +290,9 @@ def stats(
         total["threads"] = len(rows)
         if json:
             return emit_json({"threads": rows, "total": total})
-        table = Table("thread", "ckpts", "full/delta", "snapshots", "deltas", "mean delta", "growth/step")
+        table = Table(
+            idcol("thread"), "ckpts", "full/delta", "snapshots", "deltas", "mean delta", "growth/step"
+        )
         for r in rows:
             mean = "-" if r["mean_delta_bytes"] is None else human_bytes(r["mean_delta_bytes"])
             growth = (
