@@ -46,7 +46,7 @@ def build(
 ) -> ca.ArchiveCheckpointer:
     archive = ca.open_archive(url, storage_options=storage_options, full_snapshot_interval=5)
     for n, (thread, steps) in enumerate(THREADS.items()):
-        start = NOW - timedelta(days=40 - 15 * n)
+        start = NOW - timedelta(days=40 - 17 * n)  # 40, 23 and 6 days ago
         parent: str | None = None
         ids = []
         for step in range(steps):
