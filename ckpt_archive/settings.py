@@ -89,9 +89,7 @@ class ArchiveSettings(BaseSettings):
     @classmethod
     def _key_ref(cls, v: str | None) -> str | None:
         if v is not None and not _KEY_REF.match(v):
-            raise ValueError(
-                "must be a reference (env:NAME, file:PATH, kms:ARN or vault:PATH), never the key"
-            )
+            raise ValueError("must be a reference (env:NAME, file:PATH, kms:ARN or vault:PATH), never the key")
         return v
 
     @classmethod

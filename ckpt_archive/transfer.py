@@ -61,9 +61,7 @@ def replay(
     incoming: set[str] = set()
     for ckpt in checkpoints:
         if ckpt.thread_id != thread_id:
-            raise InvalidExport(
-                f"checkpoint {ckpt.checkpoint_id!r} belongs to {ckpt.thread_id!r}, not {thread_id!r}"
-            )
+            raise InvalidExport(f"checkpoint {ckpt.checkpoint_id!r} belongs to {ckpt.thread_id!r}, not {thread_id!r}")
         incoming.add(ckpt.checkpoint_id)
         if ckpt.checkpoint_id in have:
             report.skipped += 1
@@ -131,9 +129,7 @@ def write_portable(
     return reports
 
 
-def read_portable(
-    src: IO[bytes], only: set[str] | None = None
-) -> Iterator[tuple[str, int, Iterator[Checkpoint]]]:
+def read_portable(src: IO[bytes], only: set[str] | None = None) -> Iterator[tuple[str, int, Iterator[Checkpoint]]]:
     """``(thread_id, count, checkpoints)`` for each thread in a portable file (streamed)."""
     try:
         reader = zstandard.ZstdDecompressor().stream_reader(src, closefd=False)
@@ -153,9 +149,7 @@ def read_portable(
                 lines = _read_member(tar, member).splitlines()
                 yield entry["thread_id"], len(lines), (_checkpoint(line, member.name) for line in lines)
     except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
-        raise InvalidExport(
-            f"export file is damaged or not a .tar.zst ({type(exc).__name__}: {exc})"
-        ) from None
+        raise InvalidExport(f"export file is damaged or not a .tar.zst ({type(exc).__name__}: {exc})") from None
 
 
 def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
@@ -174,8 +168,7 @@ def _header(data: bytes) -> dict[str, Any]:
         raise InvalidExport("not a ckpt-archive export (export.json names another format)")
     if header.get("version") != EXPORT_VERSION:
         raise InvalidExport(
-            f"export version {header.get('version')!r} is not supported "
-            f"(this ckpt_archive reads {EXPORT_VERSION})"
+            f"export version {header.get('version')!r} is not supported (this ckpt_archive reads {EXPORT_VERSION})"
         )
     threads = header.get("threads")
     if not isinstance(threads, list) or not all(
@@ -189,6 +182,4 @@ def _checkpoint(line: bytes, where: str) -> Checkpoint:
     try:
         return Checkpoint.model_validate(orjson.loads(line))
     except (orjson.JSONDecodeError, ValidationError) as exc:
-        raise InvalidExport(
-            f"{where}: a line is not a valid checkpoint ({str(exc).splitlines()[0]})"
-        ) from None
+        raise InvalidExport(f"{where}: a line is not a valid checkpoint ({str(exc).splitlines()[0]})") from None

@@ -19,12 +19,10 @@ NOW = datetime.now(UTC)
 
 def state_at(thread: str, step: int) -> dict[str, Any]:
     messages = [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{thread} turn {i}"}
-        for i in range(step + 1)
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{thread} turn {i}"} for i in range(step + 1)
     ]
     tools = [
-        {"tool": ["search", "fetch", "calc"][i % 3], "ok": i % 5 != 3, "ms": 10 * (i % 7 + 1)}
-        for i in range(step // 2)
+        {"tool": ["search", "fetch", "calc"][i % 3], "ok": i % 5 != 3, "ms": 10 * (i % 7 + 1)} for i in range(step // 2)
     ]
     state: dict[str, Any] = {
         "messages": messages,
@@ -41,9 +39,7 @@ def state_at(thread: str, step: int) -> dict[str, Any]:
     return state
 
 
-def build(
-    url: str, storage_options: dict[str, Any] | None = None, *, compact: bool = False
-) -> ca.ArchiveCheckpointer:
+def build(url: str, storage_options: dict[str, Any] | None = None, *, compact: bool = False) -> ca.ArchiveCheckpointer:
     archive = ca.open_archive(url, storage_options=storage_options, full_snapshot_interval=5)
     for n, (thread, steps) in enumerate(THREADS.items()):
         start = NOW - timedelta(days=40 - 17 * n)  # 40, 23 and 6 days ago
@@ -82,7 +78,7 @@ def build(
     return archive
 
 
-if __name__ == "__main__":  # python tests/sample_archive.py ./sample-archive
+if __name__ == "__main__":  # python -m tests.sample_archive ./sample-archive [--compact]
     import sys
 
     build(sys.argv[1], compact="--compact" in sys.argv)

@@ -10,7 +10,6 @@ from typing import Any
 
 import pyarrow.dataset as ds
 import pytest
-import sample_archive
 
 import ckpt_archive as ca
 from ckpt_archive import codec
@@ -22,15 +21,14 @@ from ckpt_archive.analysis import (
     states,
 )
 from ckpt_archive.testing import S3Server
+from tests import sample_archive
 
 Make = Callable[..., tuple[str, dict[str, Any]]]
 BACKENDS = ["local", "s3"]
 
 
 @pytest.fixture(scope="module")
-def built(
-    tmp_path_factory: pytest.TempPathFactory, s3_server: S3Server
-) -> dict[str, tuple[str, dict[str, Any]]]:
+def built(tmp_path_factory: pytest.TempPathFactory, s3_server: S3Server) -> dict[str, tuple[str, dict[str, Any]]]:
     """The session's compacted sample archive per backend (read-only here)."""
     root = tmp_path_factory.getbasetemp()
     return {b: sample_archive.shared(b, root, s3_server) for b in BACKENDS}
@@ -41,9 +39,7 @@ def ops_by_checkpoint(table: Any) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         value = None if r["value"] is None else codec.loads(r["value"])
-        out.setdefault(r["checkpoint_id"], []).append(
-            {"op": r["op"], "path": codec.loads(r["path"]), "value": value}
-        )
+        out.setdefault(r["checkpoint_id"], []).append({"op": r["op"], "path": codec.loads(r["path"]), "value": value})
     return out
 
 
@@ -68,9 +64,7 @@ def test_dataset_rows_are_the_stored_deltas(built: Any, backend: str) -> None:
             seen += 1
     assert seen > 30
     # the partition value is URL-decoded and agrees with the column inside the files
-    assert set(dataset.to_table(columns=["thread_id"]).column("thread_id").to_pylist()) == set(
-        sample_archive.THREADS
-    )
+    assert set(dataset.to_table(columns=["thread_id"]).column("thread_id").to_pylist()) == set(sample_archive.THREADS)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -120,9 +114,7 @@ def test_checkpoints_frame(built: Any, backend: str) -> None:
     archive = ca.open_archive(url, storage_options=opts)
     df = checkpoints_frame(url, storage_options=opts, progress=True)
     assert len(df) == sum(sample_archive.THREADS.values()) + 1  # + the fork
-    assert {"thread_id", "checkpoint_id", "parent_id", "step", "kind", "created_at", "bytes"} <= set(
-        df.columns
-    )
+    assert {"thread_id", "checkpoint_id", "parent_id", "step", "kind", "created_at", "bytes"} <= set(df.columns)
     assert {"metadata.node", "metadata.source", "metadata.cost"} <= set(df.columns)
     assert str(df["metadata.cost"].dtype) == "float64"
     alice = df[df.thread_id == "support/alice"]
@@ -212,9 +204,7 @@ def test_duckdb_recipe_needs_no_import_of_ours(built: Any, backend: str) -> None
     expected = []
     for thread in sorted(sample_archive.THREADS):
         rows = [r for r in table.to_pylist() if r["thread_id"] == thread]
-        expected.append(
-            [thread, len({r["checkpoint_id"] for r in rows}), len(rows), max(r["step"] for r in rows)]
-        )
+        expected.append([thread, len({r["checkpoint_id"] for r in rows}), len(rows), max(r["step"] for r in rows)])
     assert result["rows"] == expected
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sample_archive
 from typer.testing import CliRunner
 
 import ckpt_archive as ca
 from ckpt_archive.cli import app
 from ckpt_archive.testing import S3Server
+from tests import sample_archive
 
 BACKENDS = ["local", "s3"]
 
@@ -67,9 +67,7 @@ def test_threads_history_stats(built: Any, backend: str) -> None:
     threads = run_json("threads", *where)
     assert [t["thread_id"] for t in threads] == sorted(sample_archive.THREADS)
     alice = next(t for t in threads if t["thread_id"] == "support/alice")
-    assert alice["checkpoints"] == 25 and alice["bytes"] == sum(
-        i.stored_bytes for i in archive.list("support/alice")
-    )
+    assert alice["checkpoints"] == 25 and alice["bytes"] == sum(i.stored_bytes for i in archive.list("support/alice"))
 
     history = run_json("history", "support/bob", *where)
     assert [h["checkpoint_id"] for h in history] == [i.checkpoint_id for i in archive.list("support/bob")]
@@ -96,9 +94,7 @@ def test_show_and_diff(built: Any, backend: str) -> None:
     shown = run_json("show", "support/bob", *where)
     assert shown["step"] == 12 and shown["state"] == sample_archive.state_at("support/bob", 12)
     infos = archive.list("support/bob")
-    one = run_json(
-        "show", "support/bob", "--checkpoint", infos[3].checkpoint_id, "--key", "plan.stage", *where
-    )
+    one = run_json("show", "support/bob", "--checkpoint", infos[3].checkpoint_id, "--key", "plan.stage", *where)
     assert one["value"] == sample_archive.state_at("support/bob", 3)["plan"]["stage"] and "state" not in one
 
     d = run_json("diff", "support/bob", *where)  # latest against its parent
@@ -108,13 +104,9 @@ def test_show_and_diff(built: Any, backend: str) -> None:
     assert changed[("plan", "stage")] == {"path": ["plan", "stage"], "old": "answer", "new": "draft"}
     assert changed[("turn",)]["old"] == 11 and changed[("turn",)]["new"] == 12
     # step 5 has scratch, step 6 does not: added then removed
-    d5 = run_json(
-        "diff", "support/bob", "--from", infos[4].checkpoint_id, "--to", infos[5].checkpoint_id, *where
-    )
+    d5 = run_json("diff", "support/bob", "--from", infos[4].checkpoint_id, "--to", infos[5].checkpoint_id, *where)
     assert [a["path"] for a in d5["added"]] == [["scratch"]]
-    d6 = run_json(
-        "diff", "support/bob", "--from", infos[5].checkpoint_id, "--to", infos[6].checkpoint_id, *where
-    )
+    d6 = run_json("diff", "support/bob", "--from", infos[5].checkpoint_id, "--to", infos[6].checkpoint_id, *where)
     assert d6["removed"] == [{"path": ["scratch"], "old": {"note": "x" * 100}}]
     text = run("diff", "support/bob", *where).stdout
     assert "plan.stage" in text and "messages" in text
@@ -142,9 +134,7 @@ def test_errors_are_one_line_without_traceback(built: Any, tmp_path: Path) -> No
         )
         assert "Traceback" not in result.output + result.stderr
     debug = run("show", "nobody", *where, "--debug", ok=False)
-    assert (
-        debug.exit_code != 0 and debug.exception is not None and not isinstance(debug.exception, SystemExit)
-    )
+    assert debug.exit_code != 0 and debug.exception is not None and not isinstance(debug.exception, SystemExit)
 
 
 def test_bad_config_names_field_and_file(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import sample_archive
 from nbclient import NotebookClient
+
+from tests import sample_archive
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 NEEDS_RETENTION = {"03-retention-planning.ipynb"}

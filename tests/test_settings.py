@@ -42,7 +42,9 @@ def test_toml_values(tmp_path: Path) -> None:
 
 
 def test_environment_wins_over_toml_and_arguments_over_both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = write(tmp_path, 'url = "/from/toml"\nfull_snapshot_interval = 4\n[retention]\nkeep_last = 3\nmax_age = "1d"\n')
+    path = write(
+        tmp_path, 'url = "/from/toml"\nfull_snapshot_interval = 4\n[retention]\nkeep_last = 3\nmax_age = "1d"\n'
+    )
     monkeypatch.setenv("CKPT_ARCHIVE_FULL_SNAPSHOT_INTERVAL", "7")
     monkeypatch.setenv("CKPT_ARCHIVE_RETENTION__KEEP_LAST", "9")
     monkeypatch.setenv("CKPT_ARCHIVE_STORAGE_OPTIONS", '{"profile": "prod"}')
@@ -82,7 +84,7 @@ def test_bad_config_names_the_field_and_the_file(tmp_path: Path, text: str, fiel
 def test_bad_environment_value_names_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, 'url = "x"\n')
     monkeypatch.setenv("CKPT_ARCHIVE_CONCURRENCY", "lots")
-    with pytest.raises(ConfigError, match="CKPT_ARCHIVE_CONCURRENCY.*concurrency"):
+    with pytest.raises(ConfigError, match=r"CKPT_ARCHIVE_CONCURRENCY.*concurrency"):
         ArchiveSettings.load(path)
 
 
@@ -90,8 +92,9 @@ def test_unreadable_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         ArchiveSettings.load(tmp_path / "missing.toml")
     broken = write(tmp_path, "url = [unclosed\n")
-    with pytest.raises(ConfigError, match=f"{broken}.*not valid TOML"):
+    with pytest.raises(ConfigError, match="not valid TOML") as info:
         ArchiveSettings.load(broken)
+    assert str(broken) in str(info.value)
 
 
 @pytest.mark.parametrize("name", ["local", "s3", "gcs", "azure", "memory"])

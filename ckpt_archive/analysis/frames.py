@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -196,14 +196,7 @@ def checkpoints_frame(
 
 
 # -- states and changes --------------------------------------------------------------------
-async def alist_of(archive: ArchiveCheckpointer, thread_id: str) -> list[CheckpointInfo]:
-    """``archive.alist`` typed for mypy (the class's own ``list`` method shadows the builtin there)."""
-    return cast("list[CheckpointInfo]", await archive.alist(thread_id))
-
-
-def states(
-    source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None
-) -> Iterator[Checkpoint]:
+def states(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> Iterator[Checkpoint]:
     """Checkpoints of ``thread_id`` with their reconstructed states, oldest first (lazily loaded)."""
     archive = archive_of(source, storage_options)
     infos = archive.list(thread_id)
@@ -217,7 +210,7 @@ def states(
 
 async def achanges(archive: ArchiveCheckpointer, thread_id: str) -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {name: [] for name in CHANGE_SCHEMA.names}
-    infos = await alist_of(archive, thread_id)
+    infos = await archive.alist(thread_id)
     if not infos:
         raise CheckpointNotFound(f"thread {thread_id!r} has no checkpoints in {archive.url!r}")
     children: dict[str, int] = {}
@@ -256,9 +249,7 @@ async def achanges(archive: ArchiveCheckpointer, thread_id: str) -> dict[str, li
     return cols
 
 
-def changes_table(
-    source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None
-) -> pa.Table:
+def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> pa.Table:
     """One row per changed key path per checkpoint (op set/del/append, key, JSON path and value)."""
     archive = archive_of(source, storage_options)
     return pa.table(run_sync(achanges(archive, thread_id)), schema=CHANGE_SCHEMA)

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 from rich.console import Console
-from rich.table import Column
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from ..archive import ArchiveCheckpointer
 from ..errors import CheckpointError
@@ -29,9 +29,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-UrlOpt = Annotated[
-    str | None, typer.Option("--url", "-u", help="Archive URL (path, s3://, gs://, az://, memory://).")
-]
+UrlOpt = Annotated[str | None, typer.Option("--url", "-u", help="Archive URL (path, s3://, gs://, az://, memory://).")]
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="TOML settings file (CKPT_ARCHIVE_* variables win).")
 ]

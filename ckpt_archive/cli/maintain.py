@@ -6,7 +6,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -25,9 +25,9 @@ from ._common import (
     UrlOpt,
     app,
     emit_json,
-    idcol,
     guarded,
     human_bytes,
+    idcol,
     open_from,
     out,
     progress,
@@ -36,9 +36,7 @@ from ._common import (
 )
 from .read import listed
 
-ThreadsArg = Annotated[
-    list[str] | None, typer.Argument(help="Threads (default: every thread).", show_default=False)
-]
+ThreadsArg = Annotated[list[str] | None, typer.Argument(help="Threads (default: every thread).", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="Every thread of the archive.")]
 
 
@@ -184,9 +182,7 @@ def _count(report: Any, name: str) -> int:
 def prune(
     thread: Annotated[str | None, typer.Argument(help="Thread id (or --all).")] = None,
     all_threads: AllOpt = False,
-    keep_last: Annotated[
-        int | None, typer.Option("--keep-last", help="Keep the newest N checkpoints.")
-    ] = None,
+    keep_last: Annotated[int | None, typer.Option("--keep-last", help="Keep the newest N checkpoints.")] = None,
     max_age: Annotated[
         str | None, typer.Option("--max-age", help="Keep checkpoints younger than this (30d, 12h).")
     ] = None,
@@ -209,9 +205,7 @@ def prune(
         dry = dry_run if dry_run is not None else all_threads
         if all_threads:
             with progress("pruning", None) as tick:
-                report = archive.prune_all(
-                    policy, concurrency=s.concurrency, progress=lambda *a: tick(), dry_run=dry
-                )
+                report = archive.prune_all(policy, concurrency=s.concurrency, progress=lambda *a: tick(), dry_run=dry)
         else:
             report = archive.prune(thread, policy, dry_run=dry)
         body = {"dry_run": dry, "thread_id": thread, "report": to_jsonable(report)}
@@ -254,12 +248,8 @@ def destination(target: str, config: Path | None) -> ArchiveCheckpointer:
 def export_cmd(
     threads: ThreadsArg = None,
     all_threads: AllOpt = False,
-    to: Annotated[
-        str, typer.Option("--to", help="Destination archive URL, or a file ending in .tar.zst.")
-    ] = "",
-    to_config: Annotated[
-        Path | None, typer.Option("--to-config", help="Settings of the destination archive.")
-    ] = None,
+    to: Annotated[str, typer.Option("--to", help="Destination archive URL, or a file ending in .tar.zst.")] = "",
+    to_config: Annotated[Path | None, typer.Option("--to-config", help="Settings of the destination archive.")] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
@@ -288,9 +278,7 @@ def export_cmd(
 def import_cmd(
     source: Annotated[str, typer.Argument(help="A .tar.zst export file, or another archive's URL.")],
     only: Annotated[list[str] | None, typer.Option("--thread", help="Only this thread (repeatable).")] = None,
-    from_config: Annotated[
-        Path | None, typer.Option("--from-config", help="Settings of a source archive.")
-    ] = None,
+    from_config: Annotated[Path | None, typer.Option("--from-config", help="Settings of a source archive.")] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
@@ -308,7 +296,7 @@ def import_cmd(
                     reports = [replay(dest, t, ckpts, tick) for t, _, ckpts in read_portable(f, wanted)]
             else:
                 src = destination(source, from_config)
-                names = [t for t in cast("list[str]", src.threads()) if wanted is None or t in wanted]
+                names = [t for t in src.threads() if wanted is None or t in wanted]
                 reports = copy_threads(src, dest, names, tick)
         if wanted is not None:
             missing = wanted - {r.thread_id for r in reports}

@@ -21,9 +21,9 @@ from ._common import (
     UrlOpt,
     app,
     emit_json,
-    idcol,
     guarded,
     human_bytes,
+    idcol,
     open_from,
     out,
     progress,
@@ -67,9 +67,7 @@ def load_in_thread(archive: ArchiveCheckpointer, thread: str, checkpoint: str | 
 
 
 @app.command()
-def threads(
-    url: UrlOpt = None, config: ConfigOpt = None, json: JsonOpt = False, debug: DebugOpt = False
-) -> None:
+def threads(url: UrlOpt = None, config: ConfigOpt = None, json: JsonOpt = False, debug: DebugOpt = False) -> None:
     """List the threads with their checkpoint counts, latest step and stored bytes."""
     with guarded(debug):
         s = settings(url, config)
@@ -89,9 +87,7 @@ def threads(
         table = Table(idcol("thread"), "checkpoints", "latest step", "latest at", "stored")
         for r in rows:
             latest = r["latest_at"].isoformat(timespec="seconds") if r["latest_at"] else "-"
-            table.add_row(
-                r["thread_id"], str(r["checkpoints"]), str(r["latest_step"]), latest, human_bytes(r["bytes"])
-            )
+            table.add_row(r["thread_id"], str(r["checkpoints"]), str(r["latest_step"]), latest, human_bytes(r["bytes"]))
         out().print(table)
 
 
@@ -108,9 +104,7 @@ def history(
         infos = thread_infos(open_from(settings(url, config)), thread)
         if json:
             return emit_json(infos)
-        table = Table(
-            "step", idcol("checkpoint"), idcol("parent"), "kind", "created at", "stored", "metadata"
-        )
+        table = Table("step", idcol("checkpoint"), idcol("parent"), "kind", "created at", "stored", "metadata")
         for i in infos:
             meta = ", ".join(f"{k}={v}" for k, v in i.metadata.items())
             table.add_row(
@@ -132,9 +126,7 @@ def pick(state: dict[str, Any], key: str) -> Any:
     node: Any = state
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
-            raise Fail(
-                f"key {key!r} is not in the state (top-level keys: {', '.join(sorted(state)) or 'none'})"
-            )
+            raise Fail(f"key {key!r} is not in the state (top-level keys: {', '.join(sorted(state)) or 'none'})")
         node = node[part]
     return node
 
@@ -142,9 +134,7 @@ def pick(state: dict[str, Any], key: str) -> Any:
 @app.command()
 def show(
     thread: ThreadArg,
-    checkpoint: Annotated[
-        str | None, typer.Option("--checkpoint", help="Checkpoint id (default: latest).")
-    ] = None,
+    checkpoint: Annotated[str | None, typer.Option("--checkpoint", help="Checkpoint id (default: latest).")] = None,
     key: Annotated[str | None, typer.Option("--key", "-k", help="Only this key (dotted for nested).")] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
@@ -161,9 +151,7 @@ def show(
         if json:
             return emit_json(body)
         console = out()
-        console.print(
-            f"thread {ckpt.thread_id}  checkpoint {ckpt.checkpoint_id}  step {ckpt.step}", markup=False
-        )
+        console.print(f"thread {ckpt.thread_id}  checkpoint {ckpt.checkpoint_id}  step {ckpt.step}", markup=False)
         console.print(JSON.from_data(body["value"] if key is not None else ckpt.state))
 
 
@@ -194,9 +182,7 @@ def structured_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[
 @app.command("diff")
 def diff_cmd(
     thread: ThreadArg,
-    from_id: Annotated[
-        str | None, typer.Option("--from", help="Older checkpoint (default: parent of --to).")
-    ] = None,
+    from_id: Annotated[str | None, typer.Option("--from", help="Older checkpoint (default: parent of --to).")] = None,
     to_id: Annotated[str | None, typer.Option("--to", help="Newer checkpoint (default: latest).")] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
@@ -223,11 +209,7 @@ def diff_cmd(
         for c in changes["added"]:
             console.print(f"[green]+ {'.'.join(c['path'])}[/] = {_brief(c['new'])}")
         for c in changes["changed"]:
-            detail = (
-                f"+= {_brief(c['appended'])}"
-                if "appended" in c
-                else f"{_brief(c['old'])} -> {_brief(c['new'])}"
-            )
+            detail = f"+= {_brief(c['appended'])}" if "appended" in c else f"{_brief(c['old'])} -> {_brief(c['new'])}"
             console.print(f"[yellow]~ {'.'.join(c['path'])}[/] {detail}")
         for c in changes["removed"]:
             console.print(f"[red]- {'.'.join(c['path'])}[/] (was {_brief(c['old'])})")
@@ -290,14 +272,10 @@ def stats(
         total["threads"] = len(rows)
         if json:
             return emit_json({"threads": rows, "total": total})
-        table = Table(
-            idcol("thread"), "ckpts", "full/delta", "snapshots", "deltas", "mean delta", "growth/step"
-        )
+        table = Table(idcol("thread"), "ckpts", "full/delta", "snapshots", "deltas", "mean delta", "growth/step")
         for r in rows:
             mean = "-" if r["mean_delta_bytes"] is None else human_bytes(r["mean_delta_bytes"])
-            growth = (
-                "-" if r["snapshot_growth_per_step"] is None else f"{r['snapshot_growth_per_step']:+.0f} B"
-            )
+            growth = "-" if r["snapshot_growth_per_step"] is None else f"{r['snapshot_growth_per_step']:+.0f} B"
             table.add_row(
                 r["thread_id"],
                 str(r["checkpoints"]),
