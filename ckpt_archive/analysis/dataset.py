@@ -3,8 +3,12 @@
 The deltas are plain hive-partitioned Parquet (``thread_id=<percent-encoded>/deltas/*.parquet``,
 one row per delta operation, one row group per checkpoint), so any engine reads
 them as they are; this module only finds the files (never the snapshots or the
-log next to them) and declares the partitioning, so that a filter on
-``thread_id`` prunes whole folders and one on ``step`` skips row groups.
+log next to them) and gives each file its partition expression
+``thread_id == <id>``, so that a filter on ``thread_id`` prunes whole folders
+and one on ``step`` skips row groups. The id comes from the folder name
+(percent-decoded, as hive readers do) except for ids too long for a key
+segment, whose folder is ``thread_id=@<sha256>``: their id is read from the
+``thread_id`` column the files carry.
 
 Open segments: a thread's newest deltas stay inline in its commit log until the
 next full snapshot or ``archive.compact(thread_id)``; they are not in these files.
@@ -16,8 +20,11 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from ..archive import layout
 from ..archive.objects import SEGMENT_SCHEMA
@@ -25,8 +32,6 @@ from .frames import Source, archive_of, checkpoints_table
 
 DELTA_GLOB = "thread_id=*/deltas/*.parquet"
 """Where the delta segments are, relative to the archive root (for DuckDB, Dask, Spark...)."""
-
-PARTITIONING = ds.partitioning(pa.schema([("thread_id", pa.string())]), flavor="hive")
 
 
 def delta_glob(url: str) -> str:
@@ -66,11 +71,36 @@ def open_dataset(
     paths = sorted({p for pattern in patterns for p in fs.glob(pattern)})
     if not paths:
         return ds.dataset(pa.table({n: [] for n in SEGMENT_SCHEMA.names}, schema=SEGMENT_SCHEMA))
-    return ds.dataset(
+    threads_of = _thread_of_folder(fs, paths)
+    return ds.FileSystemDataset.from_paths(
         paths,
         schema=SEGMENT_SCHEMA,
-        format="parquet",
-        filesystem=fs,
-        partitioning=PARTITIONING,
-        partition_base_dir=root,
+        format=ds.ParquetFileFormat(),
+        filesystem=_arrow_fs(fs),
+        partitions=[ds.field("thread_id") == threads_of[_folder(p)] for p in paths],
     )
+
+
+def _arrow_fs(fs: fsspec.AbstractFileSystem) -> pafs.FileSystem:
+    if isinstance(fs, LocalFileSystem):
+        return pafs.LocalFileSystem()
+    return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+
+
+def _folder(path: str) -> str:
+    return path.rsplit("/", 3)[-3]
+
+
+def _thread_of_folder(fs: fsspec.AbstractFileSystem, paths: list[str]) -> dict[str, str]:
+    """Thread id of each ``thread_id=<enc>`` folder: decoded, or (hashed long id) read from a file's column."""
+    out: dict[str, str] = {}
+    for path in paths:
+        folder = _folder(path)
+        if folder in out:
+            continue
+        thread = layout.decode_id(folder[len(layout.THREAD_PREFIX) :])
+        if thread is None:
+            with fs.open(path, "rb") as f:
+                thread = pq.ParquetFile(f).read_row_group(0, columns=["thread_id"]).column(0)[0].as_py()
+        out[folder] = str(thread)
+    return out
