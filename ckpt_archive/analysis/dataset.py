@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
 
 from ..archive import layout
 from ..archive.objects import SEGMENT_SCHEMA
