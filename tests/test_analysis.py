@@ -35,9 +35,9 @@ def built(tmp_path_factory: pytest.TempPathFactory, s3_server: S3Server) -> dict
 
 
 def ops_by_checkpoint(table: Any) -> dict[str, list[dict[str, Any]]]:
-    rows = sorted(table.to_pylist(), key=lambda r: (r["checkpoint_id"], r["op_index"]))
+    """Each checkpoint's operations, in file order (the order they apply)."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
+    for r in table.to_pylist():
         value = None if r["value"] is None else codec.loads(r["value"])
         out.setdefault(r["checkpoint_id"], []).append({"op": r["op"], "path": codec.loads(r["path"]), "value": value})
     return out

@@ -8,7 +8,7 @@ log next to them) and gives each file its partition expression
 and one on ``step`` skips row groups. The id comes from the folder name
 (percent-decoded, as hive readers do) except for ids too long for a key
 segment, whose folder is ``thread_id=@<sha256>``: their id is read from the
-``thread_id`` column the files carry.
+segment's ``ckpt_archive.thread_id`` file metadata.
 
 Open segments: a thread's newest deltas stay inline in its commit log until the
 next full snapshot or ``archive.compact(thread_id)``; they are not in these files.
@@ -28,7 +28,16 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..archive import layout
 from ..archive.objects import SEGMENT_SCHEMA
+from ..errors import TruncatedObject
 from .frames import Source, archive_of, checkpoints_table
+
+THREAD_META = b"ckpt_archive.thread_id"
+DELTA_SCHEMA = (
+    SEGMENT_SCHEMA
+    if "thread_id" in SEGMENT_SCHEMA.names
+    else pa.schema([pa.field("thread_id", pa.string()), *SEGMENT_SCHEMA])
+)
+"""Columns of ``open_dataset``: the segment's columns, with ``thread_id`` from the partition folder."""
 
 DELTA_GLOB = "thread_id=*/deltas/*.parquet"
 """Where the delta segments are, relative to the archive root (for DuckDB, Dask, Spark...)."""
@@ -48,8 +57,9 @@ def open_dataset(
 ) -> ds.Dataset:
     """A pyarrow dataset over the archive's delta segments (default) or its checkpoint records.
 
-    ``kind="deltas"``: columns thread_id, checkpoint_id, step, op_index, op, key,
-    path (JSON list), value (JSON text, null for ``del``); ``threads`` limits the
+    ``kind="deltas"``: columns thread_id (from the folder), checkpoint_id, step, op, key,
+    path (JSON list), value (JSON text, null for ``del``), one row per operation in
+    the order they apply within a checkpoint; ``threads`` limits the
     files listed. ``kind="checkpoints"``: the rows of ``checkpoints_table``
     (read from the manifest, always complete) as an in-memory dataset.
     """
@@ -70,11 +80,11 @@ def open_dataset(
     fs.invalidate_cache()
     paths = sorted({p for pattern in patterns for p in fs.glob(pattern)})
     if not paths:
-        return ds.dataset(pa.table({n: [] for n in SEGMENT_SCHEMA.names}, schema=SEGMENT_SCHEMA))
+        return ds.dataset(pa.table({n: [] for n in DELTA_SCHEMA.names}, schema=DELTA_SCHEMA))
     threads_of = _thread_of_folder(fs, paths)
     return ds.FileSystemDataset.from_paths(
         paths,
-        schema=SEGMENT_SCHEMA,
+        schema=DELTA_SCHEMA,
         format=ds.ParquetFileFormat(),
         filesystem=_arrow_fs(fs),
         partitions=[ds.field("thread_id") == threads_of[_folder(p)] for p in paths],
@@ -101,6 +111,9 @@ def _thread_of_folder(fs: fsspec.AbstractFileSystem, paths: list[str]) -> dict[s
         thread = layout.decode_id(folder[len(layout.THREAD_PREFIX) :])
         if thread is None:
             with fs.open(path, "rb") as f:
-                thread = pq.ParquetFile(f).read_row_group(0, columns=["thread_id"]).column(0)[0].as_py()
-        out[folder] = str(thread)
+                meta = pq.ParquetFile(f).schema_arrow.metadata or {}
+            thread = meta.get(THREAD_META, b"").decode("utf-8", "replace")
+            if not thread:
+                raise TruncatedObject("delta segment does not name its thread", key=path)
+        out[folder] = thread
     return out
