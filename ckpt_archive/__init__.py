@@ -25,11 +25,14 @@ from .errors import (
     UnsupportedFormatVersion,
 )
 from .model import Checkpoint, CheckpointInfo
+from .settings import ArchiveSettings, ConfigError
+from .transfer import InvalidExport
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArchiveCheckpointer",
+    "ArchiveSettings",
     "BrokenChain",
     "Checkpoint",
     "CheckpointConflict",
@@ -38,12 +41,14 @@ __all__ = [
     "CheckpointNotFound",
     "CheckpointVersionConflict",
     "Checkpointer",
+    "ConfigError",
     "CorruptManifest",
     "DeltaCheckpointer",
     "DeltaConfig",
     "DigestMismatch",
     "DuplicateCheckpointId",
     "IntegrityError",
+    "InvalidExport",
     "InvalidIdentifier",
     "InvalidState",
     "MemoryCheckpointer",

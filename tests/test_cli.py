@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +223,20 @@ def test_import_refuses_a_foreign_thread_and_bad_files(tmp_path: Path) -> None:
     junk.write_bytes(b"\x28\xb5\x2f\xfd garbage")
     result = run("import", str(junk), "--url", str(tmp_path / "dest"), ok=False)
     assert result.exit_code == 1 and "damaged" in result.stderr
+
+
+@pytest.mark.skipif(find_spec("ckpt_archive.retention") is not None, reason="retention is in this build")
+def test_prune_and_gc_say_retention_is_missing(built: Any) -> None:
+    where, _, _ = built["local"]
+    for args in (["prune", "support/bob", "--keep-last", "3"], ["gc"]):
+        result = run(*args, *where, ok=False)
+        assert result.exit_code == 1
+        expected = "error: retention is not available in this build (ckpt_archive.retention is missing)"
+        assert result.stderr.strip() == expected
+
+
+def test_prune_input_errors(built: Any) -> None:
+    where, _, _ = built["local"]
+    for args in (["prune", *where], ["prune", "support/bob", "--all", *where]):
+        result = run(*args, ok=False)
+        assert result.exit_code == 1 and result.stderr.strip() == "error: give one thread id or --all"
