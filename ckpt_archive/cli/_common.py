@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, is_dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import BaseModel
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
 from ..archive import ArchiveCheckpointer
@@ -77,9 +77,22 @@ def err() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+class Ticker:
+    """``tick()`` advances the bar by one; ``tick.set(done, total)`` moves it to a known position."""
+
+    def __init__(self, bar: Progress, task: TaskID) -> None:
+        self.bar, self.task = bar, task
+
+    def __call__(self) -> None:
+        self.bar.advance(self.task)
+
+    def set(self, done: int, total: int) -> None:
+        self.bar.update(self.task, completed=done, total=total)
+
+
 @contextlib.contextmanager
-def progress(description: str, total: int | None) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr (hidden when stderr is not a terminal); yields ``tick()``."""
+def progress(description: str, total: int | None) -> Iterator[Ticker]:
+    """A rich progress bar on stderr (hidden when stderr is not a terminal)."""
     console = err()
     bar = Progress(
         TextColumn("{task.description}"),
@@ -91,8 +104,7 @@ def progress(description: str, total: int | None) -> Iterator[Callable[[], None]
         disable=not console.is_terminal,
     )
     with bar:
-        task = bar.add_task(description, total=total)
-        yield lambda: bar.advance(task)
+        yield Ticker(bar, bar.add_task(description, total=total))
 
 
 @contextlib.contextmanager

@@ -173,9 +173,8 @@ def build_policy(s: ArchiveSettings, keep_last: int | None, max_age: str | None)
     return policy
 
 
-def _count(report: Any, name: str) -> int:
-    value = getattr(report, name, 0)
-    return len(value) if isinstance(value, list | tuple | set | frozenset) else int(value or 0)
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int) else len(value)
 
 
 @app.command()
@@ -195,7 +194,11 @@ def prune(
     json: JsonOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Apply a retention policy to one thread or (dry run unless --apply) to every thread."""
+    """Apply a retention policy to one thread or (dry run unless --apply) to every thread.
+
+    A checkpoint is kept if --keep-last or --max-age keeps it (the newest one always stays); what
+    is removed frees its objects for `gc`. Defaults come from [retention] in the config.
+    """
     with guarded(debug):
         if (thread is None) == (not all_threads):
             raise Fail("give one thread id or --all")
@@ -203,19 +206,36 @@ def prune(
         policy = build_policy(s, keep_last, max_age)
         archive: Any = open_from(s)
         dry = dry_run if dry_run is not None else all_threads
-        if all_threads:
-            with progress("pruning", None) as tick:
-                report = archive.prune_all(policy, concurrency=s.concurrency, progress=lambda *a: tick(), dry_run=dry)
+        if thread is not None:
+            if not archive.list(thread):
+                raise Fail(f"thread {thread!r} has no checkpoints in {archive.url!r}")
+            reports = [archive.prune(thread, policy, dry_run=dry)]
         else:
-            report = archive.prune(thread, policy, dry_run=dry)
-        body = {"dry_run": dry, "thread_id": thread, "report": to_jsonable(report)}
+            with progress("pruning threads", None) as tick:
+                reports = archive.prune_all(
+                    policy,
+                    concurrency=s.concurrency,
+                    progress=lambda done, total, _: tick.set(done, total),
+                    dry_run=dry,
+                )
+        totals = {
+            "threads": len(reports),
+            "removed": sum(_count(r.removed) for r in reports),
+            "kept": sum(_count(r.kept) for r in reports),
+            "objects_freed": sum(r.objects_freed for r in reports),
+            "bytes_freed": sum(r.bytes_freed for r in reports),
+        }
         if json:
-            return emit_json(body)
-        verb = "would free" if dry else "freed"
-        out().print(
-            f"{'dry run: ' if dry else ''}removed {_count(report, 'removed')}, "
-            f"kept {_count(report, 'kept')}; "
-            f"{verb} {_count(report, 'objects_freed')} objects, {human_bytes(_count(report, 'bytes_freed'))}"
+            return emit_json({"dry_run": dry, "policy": repr(policy), "totals": totals, "threads": reports})
+        console = out()
+        for r in reports:
+            console.print(r.summary(), markup=False)
+        verb = "would free" if dry else "freed (deleted by gc after the grace period)"
+        console.print(
+            f"{'dry run, nothing deleted: ' if dry else ''}{policy!r}: {totals['removed']} removed, "
+            f"{totals['kept']} kept in {totals['threads']} thread(s); {verb} {totals['objects_freed']} objects, "
+            f"{human_bytes(totals['bytes_freed'])}",
+            markup=False,
         )
 
 
@@ -235,9 +255,16 @@ def gc(
         retention_module()
         archive: Any = open_from(s)
         report = archive.gc(grace=parse_duration(grace) if grace is not None else s.gc_grace)
+        body = {**to_jsonable(report), "objects_deleted": len(getattr(report, "deleted", []))}
         if json:
-            return emit_json(to_jsonable(report))
-        out().print(f"gc: {to_jsonable(report)}", markup=False)
+            return emit_json(body)
+        out().print(
+            f"gc: deleted {body['objects_deleted']} objects ({human_bytes(body.get('bytes_freed', 0))}); "
+            f"{body.get('pending', 0)} left until the grace period has passed",
+            markup=False,
+        )
+        if body.get("errors"):
+            raise Fail(f"gc finished with {len(body['errors'])} error(s): {body['errors'][0]}")
 
 
 def destination(target: str, config: Path | None) -> ArchiveCheckpointer:
