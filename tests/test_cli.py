@@ -240,3 +240,47 @@ def test_prune_input_errors(built: Any) -> None:
     for args in (["prune", *where], ["prune", "support/bob", "--all", *where]):
         result = run(*args, ok=False)
         assert result.exit_code == 1 and result.stderr.strip() == "error: give one thread id or --all"
+
+
+needs_retention = pytest.mark.skipif(find_spec("ckpt_archive.retention") is None, reason="retention not in this build")
+
+
+@needs_retention
+def test_prune_dry_run_apply_and_gc(tmp_path: Path) -> None:
+    url = str(tmp_path / "a")
+    archive = sample_archive.build(url, compact=True)
+    before = {t: [i.checkpoint_id for i in archive.list(t)] for t in sample_archive.THREADS}
+    dry = run_json("prune", "support/bob", "--keep-last", "3", "--dry-run", "--url", url)
+    assert dry["dry_run"] is True and dry["totals"]["removed"] == 10 and dry["totals"]["kept"] == 3
+    assert dry["totals"]["objects_freed"] > 0 and dry["totals"]["bytes_freed"] > 0
+    assert [i.checkpoint_id for i in ca.open_archive(url).list("support/bob")] == before["support/bob"]
+    every = run_json("prune", "--all", "--max-age", "30d", "--url", url)  # --all: a dry run by default
+    assert every["dry_run"] is True and every["totals"]["threads"] == 3
+    by_thread = {r["thread_id"]: r for r in every["threads"]}
+    assert len(by_thread["support/alice"]["kept"]) == 1  # 40 days old: only the newest stays
+    assert by_thread["support/bob"]["removed"] == [] and by_thread["research 42"]["removed"] == []
+    assert {t: [i.checkpoint_id for i in ca.open_archive(url).list(t)] for t in sample_archive.THREADS} == before
+
+    done = run_json("prune", "support/bob", "--keep-last", "3", "--url", url)  # one thread: applied
+    assert done["dry_run"] is False and done["totals"]["removed"] == 10
+    after = ca.open_archive(url)
+    assert [i.checkpoint_id for i in after.list("support/bob")] == before["support/bob"][-3:]
+    assert run_json("verify", "--url", url)["ok"] is True
+    gc = run_json("gc", "--grace", "0s", "--url", url)
+    assert gc["objects_deleted"] > 0 and gc["errors"] == []
+    assert run_json("verify", "--url", url)["verified"] == 55 - 10
+    text = run("prune", "--all", "--keep-last", "1", "--url", url).stdout
+    assert "dry run, nothing deleted" in text
+
+
+@needs_retention
+def test_prune_on_s3_with_config_defaults(archive_url: Any, tmp_path: Path) -> None:
+    url, opts = archive_url("s3")
+    sample_archive.build(url, opts, compact=True)
+    config = s3_config(tmp_path / "s3.toml", url, opts)
+    config.write_text(config.read_text() + "[retention]\nkeep_last = 4\n")
+    out = run_json("prune", "support/bob", "--config", str(config))  # policy from the config file
+    assert out["totals"]["kept"] == 4 and out["totals"]["removed"] == 9 and "keep_last(4)" in out["policy"]
+    assert len(ca.open_archive(url, storage_options=opts).list("support/bob")) == 4
+    bad = run("prune", "support/bob", "--config", str(config), "--max-age", "soon", ok=False)
+    assert bad.exit_code == 1 and "not a duration" in bad.stderr
