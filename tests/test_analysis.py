@@ -87,13 +87,20 @@ def test_dataset_pushdown(built: Any, backend: str) -> None:
 
 def test_dataset_pushdown_fetches_only_the_thread(built: Any, s3_server: S3Server) -> None:
     url, opts = built["s3"]
+    s3_server.reset_counts()
     dataset = open_dataset(url, storage_options=opts)
+    assert dict(s3_server.requests) == {"LIST": 1 + len(sample_archive.THREADS)}  # root, then each deltas/
     files = {f.path for f in dataset.get_fragments()}
+    bob_files = {f.path for f in dataset.get_fragments(filter=ds.field("thread_id") == "support/bob")}
     s3_server.reset_counts()
     dataset.to_table(filter=ds.field("thread_id") == "support/bob")
     touched = {p for kind, p in s3_server.log if kind == "GET"}
     assert touched and all("thread_id=support%2Fbob/" in p for p in touched)
-    assert len(touched) < len(files)
+    assert len(touched) == len(bob_files) < len(files)
+    assert s3_server.requests["GET"] == len(bob_files) and s3_server.requests["HEAD"] <= len(bob_files)
+    s3_server.reset_counts()
+    assert open_dataset(url, storage_options=opts, threads=["support/bob"]).count_rows() > 0
+    assert s3_server.requests["LIST"] == 1
 
 
 def test_open_segment_appears_after_compaction(archive_url: Make) -> None:

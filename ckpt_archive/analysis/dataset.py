@@ -16,6 +16,7 @@ next full snapshot or ``archive.compact(thread_id)``; they are not in these file
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -26,7 +27,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from ..archive import layout
+from .._sync import run_sync
+from ..archive import ObjectStore, layout
 from ..archive.objects import SEGMENT_SCHEMA
 from ..errors import TruncatedObject
 from .frames import Source, archive_of, checkpoints_table
@@ -67,34 +69,60 @@ def open_dataset(
         return ds.dataset(checkpoints_table(source, threads, storage_options=storage_options))
     if kind != "deltas":
         raise ValueError(f"kind must be 'deltas' or 'checkpoints', not {kind!r}")
-    if isinstance(source, str):
-        fs, root = fsspec.core.url_to_fs(source, **(storage_options or {}))
-    else:
-        store = archive_of(source).store
-        fs, root = store.fs, store.root
-    root = root.rstrip("/")
-    if threads is None:
-        patterns = [f"{root}/{DELTA_GLOB}"]
-    else:
-        patterns = [f"{root}/{layout.thread_dir(t)}/deltas/*.parquet" for t in threads]
-    fs.invalidate_cache()
-    paths = sorted({p for pattern in patterns for p in fs.glob(pattern)})
-    if not paths:
+    store = archive_of(source, storage_options).store
+    segments = run_sync(_segments(store, threads))
+    if not segments:
         return ds.dataset(pa.table({n: [] for n in DELTA_SCHEMA.names}, schema=DELTA_SCHEMA))
-    threads_of = _thread_of_folder(fs, paths)
-    return ds.FileSystemDataset.from_paths(
-        paths,
-        schema=DELTA_SCHEMA,
-        format=ds.ParquetFileFormat(),
-        filesystem=_arrow_fs(fs),
-        partitions=[ds.field("thread_id") == threads_of[_folder(p)] for p in paths],
-    )
+    paths = [store.path(key) for key in segments]
+    threads_of = _thread_of_folder(store.fs, paths)
+    fmt = ds.ParquetFileFormat()
+    arrow_fs = _arrow_fs(store.fs, dict(zip(paths, segments.values(), strict=True)))
+    fragments = [
+        fmt.make_fragment(
+            path, arrow_fs, partition_expression=ds.field("thread_id") == threads_of[_folder(path)], file_size=size
+        )
+        for path, size in zip(paths, segments.values(), strict=True)
+    ]
+    return ds.FileSystemDataset(fragments, DELTA_SCHEMA, fmt, arrow_fs)
 
 
-def _arrow_fs(fs: fsspec.AbstractFileSystem) -> pafs.FileSystem:
+async def _segments(store: ObjectStore, threads: Sequence[str] | None) -> dict[str, int]:
+    """``{key: size}`` of every delta segment: one LIST of the root, then one per thread's deltas/ folder."""
+    if threads is None:
+        folders = [n for n in await store.list_dir("") if n.startswith(layout.THREAD_PREFIX)]
+    else:
+        folders = [layout.thread_dir(t) for t in threads]
+    found = await asyncio.gather(*(store.find(f"{folder}/deltas") for folder in folders))
+    out: dict[str, int] = {}
+    for listing in found:
+        for key, info in sorted(listing.items()):
+            name = key.rsplit("/", 1)[-1]
+            if name.endswith(".parquet") and not name.startswith("."):
+                out[key] = int(info["size"])
+    return out
+
+
+def _arrow_fs(fs: fsspec.AbstractFileSystem, sizes: dict[str, int]) -> pafs.FileSystem:
     if isinstance(fs, LocalFileSystem):
         return pafs.LocalFileSystem()
-    return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    return pafs.PyFileSystem(_KnownSizes(fs, sizes))
+
+
+class _KnownSizes(pafs.FSSpecHandler):  # type: ignore[misc]
+    """Opens files whose size the listing already gave without asking again (no HEAD before the GET)."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, sizes: dict[str, int]) -> None:
+        super().__init__(fs)
+        self.sizes = sizes
+
+    def open_input_file(self, path: str) -> pa.PythonFile:
+        size = self.sizes.get(path)
+        if size is not None:
+            try:
+                return pa.PythonFile(self.fs.open(path, mode="rb", size=size), mode="r")
+            except TypeError:  # a filesystem whose files take no size hint
+                pass
+        return super().open_input_file(path)
 
 
 def _folder(path: str) -> str:
