@@ -196,36 +196,44 @@ def checkpoints_frame(
 
 
 # -- states and changes --------------------------------------------------------------------
+def _history(archive: ArchiveCheckpointer, thread_id: str, infos: list[CheckpointInfo]) -> Iterator[Checkpoint]:
+    """The archive's own ``history`` (one GET per object) when this build has it, else load by id."""
+    history = getattr(archive, "history", None)
+    if history is not None:
+        yield from history(thread_id)
+        return
+    for info in infos:
+        ckpt = archive.load_by_id(info.checkpoint_id)
+        if ckpt is not None:  # pruned between listing and loading
+            yield ckpt
+
+
 def states(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> Iterator[Checkpoint]:
     """Checkpoints of ``thread_id`` with their reconstructed states, oldest first (lazily loaded)."""
     archive = archive_of(source, storage_options)
     infos = archive.list(thread_id)
     if not infos:
         raise CheckpointNotFound(f"thread {thread_id!r} has no checkpoints in {archive.url!r}")
-    for info in infos:
-        ckpt = archive.load_by_id(info.checkpoint_id)
-        if ckpt is not None:
-            yield ckpt
+    yield from _history(archive, thread_id, infos)
 
 
-async def achanges(archive: ArchiveCheckpointer, thread_id: str) -> dict[str, list[Any]]:
-    cols: dict[str, list[Any]] = {name: [] for name in CHANGE_SCHEMA.names}
-    infos = await archive.alist(thread_id)
+def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> pa.Table:
+    """One row per changed key path per checkpoint (op set/del/append, key, JSON path and value)."""
+    archive = archive_of(source, storage_options)
+    infos = archive.list(thread_id)
     if not infos:
         raise CheckpointNotFound(f"thread {thread_id!r} has no checkpoints in {archive.url!r}")
+    cols: dict[str, list[Any]] = {name: [] for name in CHANGE_SCHEMA.names}
     children: dict[str, int] = {}
     for info in infos:
         if info.parent_id is not None:
             children[info.parent_id] = children.get(info.parent_id, 0) + 1
     known: dict[str, dict[str, Any]] = {}  # states still needed as a base (a child is pending)
-    for info in infos:
-        ckpt = await archive.aload_by_id(info.checkpoint_id)
-        if ckpt is None:  # pruned between listing and loading
-            continue
+    for ckpt in _history(archive, thread_id, infos):
         pid = ckpt.parent_id
         base = {} if pid is None else known.get(pid)
-        if base is None:  # parent not listed (pruned): use the stored parent if it is still there
-            parent = await archive.aload_by_id(pid) if pid else None
+        if base is None:  # parent no longer listed (pruned): the stored parent if it is still there
+            parent = archive.load_by_id(pid) if pid else None
             base = {} if parent is None else parent.state
         if pid is not None and pid in children:
             children[pid] -= 1
@@ -246,13 +254,7 @@ async def achanges(archive: ArchiveCheckpointer, thread_id: str) -> dict[str, li
             cols["value_bytes"].append(0 if value is None else len(value.encode()))
         if children.get(ckpt.checkpoint_id):
             known[ckpt.checkpoint_id] = ckpt.state
-    return cols
-
-
-def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> pa.Table:
-    """One row per changed key path per checkpoint (op set/del/append, key, JSON path and value)."""
-    archive = archive_of(source, storage_options)
-    return pa.table(run_sync(achanges(archive, thread_id)), schema=CHANGE_SCHEMA)
+    return pa.table(cols, schema=CHANGE_SCHEMA)
 
 
 def changes_frame(
