@@ -42,8 +42,16 @@ def run(url: str, opts: dict[str, Any], server: S3Server | None, thread: str) ->
         elapsed, requests, result = measure(fn, server)
         rows.append((name, elapsed, requests, describe(result)))
 
-    add("checkpoints_frame (all threads)", lambda: checkpoints_frame(url, storage_options=opts), lambda r: f"{len(r)} rows")
-    add("changes_frame (one thread)", lambda: changes_frame(url, thread, storage_options=opts), lambda r: f"{len(r)} rows")
+    add(
+        "checkpoints_frame (all threads)",
+        lambda: checkpoints_frame(url, storage_options=opts),
+        lambda r: f"{len(r)} rows",
+    )
+    add(
+        "changes_frame (one thread)",
+        lambda: changes_frame(url, thread, storage_options=opts),
+        lambda r: f"{len(r)} rows",
+    )
     add(
         "states (one thread, all steps)",
         lambda: sum(1 for _ in states(url, thread, storage_options=opts)),
