@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from . import maintain, read
+from . import check, maintain, read
 from ._common import app
 
-__all__ = ["app", "main", "maintain", "read"]
+__all__ = ["app", "check", "main", "maintain", "read"]
 
 
 def main() -> None:

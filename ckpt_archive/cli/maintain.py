@@ -1,20 +1,15 @@
-"""Commands that check or change an archive: verify, compact, prune, gc, export, import."""
+"""Commands that change an archive or copy from it: compact, prune, gc, export, import."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from .._sync import run_sync
-from ..analysis.frames import gather_limited
 from ..archive import ArchiveCheckpointer
-from ..errors import CheckpointError
 from ..settings import ArchiveSettings, parse_duration
 from ..transfer import copy_threads, is_portable, read_portable, replay, write_portable
 from ._common import (
@@ -34,7 +29,6 @@ from ._common import (
     settings,
     to_jsonable,
 )
-from .read import listed
 
 ThreadsArg = Annotated[list[str] | None, typer.Argument(help="Threads (default: every thread).", show_default=False)]
 AllOpt = Annotated[bool, typer.Option("--all", help="Every thread of the archive.")]
@@ -53,69 +47,6 @@ def pick_threads(archive: ArchiveCheckpointer, threads: list[str] | None, all_th
     if missing:
         raise Fail(f"thread {missing[0]!r} is not in {archive.url!r}")
     return threads
-
-
-@app.command()
-def verify(
-    threads: ThreadsArg = None,
-    url: UrlOpt = None,
-    config: ConfigOpt = None,
-    json: JsonOpt = False,
-    debug: DebugOpt = False,
-) -> None:
-    """Rebuild every checkpoint's state, checking each object's size and sha256; exit 1 on any problem."""
-    with guarded(debug):
-        s = settings(url, config)
-        archive = open_from(s)
-        by_thread = listed(archive, threads or None, s.concurrency)
-        problems: list[dict[str, Any]] = []
-        total = sum(len(v) for v in by_thread.values())
-        with progress("verifying checkpoints", total) as tick:
-
-            async def one(thread: str) -> int:
-                ok = 0
-                for info in by_thread[thread]:
-                    try:
-                        if await archive.aload_by_id(info.checkpoint_id) is None:
-                            raise CheckpointError("listed in the manifest but cannot be loaded by id")
-                        ok += 1
-                    except CheckpointError as exc:
-                        problems.append(
-                            {
-                                "thread_id": thread,
-                                "checkpoint_id": info.checkpoint_id,
-                                "error": type(exc).__name__,
-                                "message": str(exc),
-                            }
-                        )
-                    tick()
-                return ok
-
-            async def run() -> list[int]:
-                jobs: list[Callable[[], Awaitable[int]]] = [partial(one, t) for t in by_thread]
-                return await gather_limited(jobs, s.concurrency)
-
-            oks = run_sync(run())
-        body = {
-            "ok": not problems,
-            "threads": len(by_thread),
-            "checkpoints": total,
-            "verified": sum(oks),
-            "problems": problems,
-        }
-        if json:
-            emit_json(body)
-        else:
-            console = out()
-            for p in problems:
-                console.print(
-                    f"[red]BAD[/] {p['thread_id']} {p['checkpoint_id']}: {p['error']}: {p['message']}",
-                    markup=True,
-                )
-            verdict = "[green]OK[/]" if not problems else f"[red]{len(problems)} problem(s)[/]"
-            console.print(f"{verdict}: {sum(oks)}/{total} checkpoints of {len(by_thread)} threads verified")
-        if problems:
-            raise typer.Exit(1)
 
 
 @app.command()
