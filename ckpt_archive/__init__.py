@@ -7,6 +7,7 @@ from .chain import DeltaConfig
 from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
 from .delta import apply, diff
 from .errors import (
+    ArchiveNotFound,
     BrokenChain,
     CheckpointConflict,
     CheckpointError,
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArchiveCheckpointer",
+    "ArchiveNotFound",
     "ArchiveSettings",
     "BrokenChain",
     "Checkpoint",

@@ -39,6 +39,10 @@ class CheckpointVersionConflict(CheckpointConflict):
     """An edit named a stale ``expected_version``; nothing was changed."""
 
 
+class ArchiveNotFound(CheckpointNotFound):
+    """A reader was pointed at a location that holds no archive (no ``_archive.json`` marker)."""
+
+
 class DuplicateCheckpointId(CheckpointError, ValueError):
     """The checkpoint id is already committed (in this or another thread)."""
 

@@ -89,7 +89,8 @@ def test_dataset_pushdown_fetches_only_the_thread(built: Any, s3_server: S3Serve
     url, opts = built["s3"]
     s3_server.reset_counts()
     dataset = open_dataset(url, storage_options=opts)
-    assert dict(s3_server.requests) == {"LIST": 1 + len(sample_archive.THREADS)}  # root, then each deltas/
+    # the archive marker, then one LIST of the root and one of each deltas/ folder
+    assert dict(s3_server.requests) == {"GET": 1, "LIST": 1 + len(sample_archive.THREADS)}
     files = {f.path for f in dataset.get_fragments()}
     bob_files = {f.path for f in dataset.get_fragments(filter=ds.field("thread_id") == "support/bob")}
     s3_server.reset_counts()
@@ -194,6 +195,10 @@ def test_unknown_thread_is_a_typed_error(tmp_path: Any) -> None:
         changes_frame(url, "nobody")
     with pytest.raises(ca.CheckpointNotFound, match="nobody"):
         list(states(url, "nobody"))
+    for reader in (checkpoints_frame, open_dataset, lambda u: list(states(u, "t"))):
+        with pytest.raises(ca.ArchiveNotFound, match="no archive at"):
+            reader(str(tmp_path / "typo"))
+    assert not (tmp_path / "typo").exists()
     with pytest.raises(ValueError, match="backend"):
         checkpoints_frame(url, backend="excel")  # type: ignore[arg-type]
 

@@ -120,6 +120,8 @@ def test_errors_are_one_line_without_traceback(built: Any, tmp_path: Path) -> No
         (["show", "support/bob", "--checkpoint", "nope", *where], "checkpoint 'nope' is not in thread"),
         (["show", "support/bob", "--key", "missing.key", *where], "key 'missing.key' is not in the state"),
         (["threads"], "no archive URL"),
+        (["threads", "--url", str(tmp_path / "typo")], "no archive at"),
+        (["verify", "--url", str(tmp_path / "typo")], "no archive at"),
         (["threads", "--config", str(tmp_path / "none.toml")], "does not exist"),
         (["compact", *where], "give at least one thread id, or --all"),
         (["export", "support/bob", *where], "give --to"),
@@ -134,6 +136,7 @@ def test_errors_are_one_line_without_traceback(built: Any, tmp_path: Path) -> No
             result.stderr,
         )
         assert "Traceback" not in result.output + result.stderr
+    assert not (tmp_path / "typo").exists()  # reading never creates an archive
     debug = run("show", "nobody", *where, "--debug", ok=False)
     assert debug.exit_code != 0 and debug.exception is not None and not isinstance(debug.exception, SystemExit)
 

@@ -17,9 +17,9 @@ import pyarrow as pa
 
 from .. import codec
 from .._sync import run_sync
-from ..archive import ArchiveCheckpointer, open_archive
+from ..archive import ArchiveCheckpointer, layout, open_archive
 from ..delta import diff
-from ..errors import CheckpointNotFound
+from ..errors import ArchiveNotFound, CheckpointNotFound
 from ..model import Checkpoint, CheckpointInfo
 
 Backend = Literal["pandas", "polars", "arrow"]
@@ -54,10 +54,21 @@ CHANGE_SCHEMA = pa.schema(
 
 
 def archive_of(source: Source, storage_options: dict[str, Any] | None = None) -> ArchiveCheckpointer:
-    """An open archive for a URL (with ``storage_options``), or the archive itself."""
+    """An open archive for a URL (with ``storage_options``), or the archive itself.
+
+    A URL must hold an archive already: readers never create one (a mistyped URL is
+    ``ArchiveNotFound``, not an empty result).
+    """
     if isinstance(source, ArchiveCheckpointer):
         return source
-    return open_archive(source, storage_options=storage_options)
+    archive = open_archive(source, storage_options=storage_options)
+    require_archive(archive)
+    return archive
+
+
+def require_archive(archive: ArchiveCheckpointer) -> None:
+    if run_sync(archive.store.get_or_none(layout.ARCHIVE_MARKER)) is None:
+        raise ArchiveNotFound(f"no archive at {archive.url!r} (it has no {layout.ARCHIVE_MARKER})")
 
 
 def convert(table: pa.Table, backend: Backend) -> Any:

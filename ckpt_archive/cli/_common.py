@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
+from ..analysis.frames import require_archive
 from ..archive import ArchiveCheckpointer
 from ..errors import CheckpointError
 from ..settings import ArchiveSettings
@@ -45,8 +46,12 @@ def settings(url: str | None, config: Path | None) -> ArchiveSettings:
     return ArchiveSettings.load(config, url=url)
 
 
-def open_from(s: ArchiveSettings) -> ArchiveCheckpointer:
-    return s.open()
+def open_from(s: ArchiveSettings, *, create: bool = False) -> ArchiveCheckpointer:
+    """The archive of the settings; unless ``create``, it must exist (a typo is an error, not an empty list)."""
+    archive = s.open()
+    if not create:
+        require_archive(archive)
+    return archive
 
 
 def to_jsonable(value: Any) -> Any:

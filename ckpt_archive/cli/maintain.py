@@ -198,8 +198,8 @@ def gc(
             raise Fail(f"gc finished with {len(body['errors'])} error(s): {body['errors'][0]}")
 
 
-def destination(target: str, config: Path | None) -> ArchiveCheckpointer:
-    return ArchiveSettings.load(config, url=target).open()
+def destination(target: str, config: Path | None, *, create: bool) -> ArchiveCheckpointer:
+    return open_from(ArchiveSettings.load(config, url=target), create=create)
 
 
 @app.command("export")
@@ -225,7 +225,7 @@ def export_cmd(
                 with open(to, "wb") as f:
                     reports = write_portable(source, names, f, tick)
             else:
-                reports = copy_threads(source, destination(to, to_config), names, tick)
+                reports = copy_threads(source, destination(to, to_config, create=True), names, tick)
         if json:
             return emit_json({"to": to, "threads": reports})
         copied = sum(r.copied for r in reports)
@@ -244,7 +244,7 @@ def import_cmd(
 ) -> None:
     """Copy threads from a .tar.zst export or another archive into this one (re-runs skip what is there)."""
     with guarded(debug):
-        dest = open_from(settings(url, config))
+        dest = open_from(settings(url, config), create=True)
         wanted = set(only) if only else None
         with progress("importing", None) as tick:
             if is_portable(source):
@@ -253,7 +253,7 @@ def import_cmd(
                 with open(source, "rb") as f:
                     reports = [replay(dest, t, ckpts, tick) for t, _, ckpts in read_portable(f, wanted)]
             else:
-                src = destination(source, from_config)
+                src = destination(source, from_config, create=False)
                 names = [t for t in src.threads() if wanted is None or t in wanted]
                 reports = copy_threads(src, dest, names, tick)
         if wanted is not None:
