@@ -16,9 +16,10 @@ Save protocol (docs/FORMAT.md has the normative version):
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import OrderedDict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .. import codec
@@ -36,13 +37,28 @@ from ..errors import (
 )
 from ..model import Checkpoint, CheckpointInfo
 from . import layout
+from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
 from .store import ObjectStore
 
 
-class ArchiveCheckpointer(AsyncCoreCheckpointer):
-    """Checkpoints of many threads under one root of any fsspec filesystem."""
+DEFAULT_GC_GRACE = timedelta(hours=1)
+
+
+def state_key(rec: Record) -> str:
+    """Cache key of a record's state: an edit bumps the version, so a stale state is never reused."""
+    return f"{rec['id']}@{rec.get('version', 1)}"
+
+
+class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
+    """Checkpoints of many threads under one root of any fsspec filesystem.
+
+    ``gc_grace`` is how long an object stays on storage after it stopped being
+    referenced (and how old an unreferenced object must be before ``gc`` treats
+    it as an orphan). A cached manifest older than half of it is re-read, so no
+    instance ever acts on a manifest that ``gc`` may have cut the log under.
+    """
 
     def __init__(
         self,
@@ -51,9 +67,14 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         full_snapshot_interval: int = 10,
         url: str | None = None,
         state_cache: int = 32,
+        gc_grace: timedelta = DEFAULT_GC_GRACE,
     ) -> None:
         if full_snapshot_interval < 1:
             raise ValueError("full_snapshot_interval must be >= 1")
+        if gc_grace < timedelta(0):
+            raise ValueError("gc_grace must not be negative")
+        self.gc_grace = gc_grace
+        self._fetched: dict[str, float] = {}
         self.store = store
         self.url = url or store.root
         self.full_snapshot_interval = full_snapshot_interval
@@ -113,6 +134,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     async def _manifest(self, thread_id: str, *, hint: dict[str, Any] | None = None) -> Manifest:
         """The thread's manifest, up to date with every commit made so far."""
         cached = self._manifests.get(thread_id)
+        if cached is not None and time.monotonic() - self._fetched.get(thread_id, 0.0) > self._manifest_ttl():
+            cached = None  # too old to trust: gc may have removed log entries after it
         if cached is not None:
             m = await self._fold_forward(cached)
         else:
@@ -120,7 +143,11 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 hint = await self._read_hint(thread_id)
             m = await self._rebuild(thread_id, hint)
         self._manifests[thread_id] = m
+        self._fetched[thread_id] = time.monotonic()
         return m
+
+    def _manifest_ttl(self) -> float:
+        return max(self.gc_grace.total_seconds() / 2, 1.0)
 
     async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None) -> Manifest:
         if hint is not None:
@@ -153,10 +180,12 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         return await self._fold_forward(m)
 
     # -- reconstructing states ---------------------------------------------------
-    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
+    async def _materialize(
+        self, thread_id: str, chain: list[Record], inline: dict[str, Delta]
+    ) -> dict[str, Any]:
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
-            cached = self._states.get(chain[i]["id"])
+            cached = self._states.get(state_key(chain[i]))
             if cached is not None:
                 start, state = i + 1, cached
                 break
@@ -180,12 +209,13 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                origin = ref.get("origin", cid)  # a copied snapshot names the checkpoint it was taken of
+                state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=origin, key=ref["key"])
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
             if ref["type"] == "segment":
-                ops = readers[ref["key"]].ops(cid, ref["row_group"])
+                ops = readers[ref["key"]].ops(ref.get("origin", cid), ref["row_group"])
             elif ref["type"] == "inline":
                 ops = inline.get(cid, [])
             else:
@@ -193,7 +223,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             state = apply(state, ops)
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
-        self._remember(chain[-1]["id"], state)
+        self._remember(state_key(chain[-1]), state)
         return state
 
     def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
@@ -213,7 +243,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         )
 
     async def _state_of(self, m: Manifest, checkpoint_id: str) -> dict[str, Any]:
-        cached = self._states.get(checkpoint_id)
+        rec = m.records.get(checkpoint_id)
+        cached = self._states.get(state_key(rec)) if rec is not None else None
         if cached is not None:
             return cached
         return await self._materialize(m.thread_id, m.chain(checkpoint_id), m.inline)
@@ -281,8 +312,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         await self.store.delete_prefix(layout.thread_dir(thread_id))
         self._manifests.pop(thread_id, None)
         self._folded_seq.pop(thread_id, None)
-        for cid in m.records:
-            self._states.pop(cid, None)
+        for rec in m.records.values():
+            self._states.pop(state_key(rec), None)
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
@@ -299,7 +330,9 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                     raise DuplicateCheckpointId(f"checkpoint {cid!r} is already in thread {thread_id!r}")
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
-                    raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
+                    raise CheckpointNotFound(
+                        f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}"
+                    )
                 actions, writes, state = await self._prepare(m, checkpoint, parent_id)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
@@ -309,7 +342,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 if await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
                     break
                 m = await self._manifest(thread_id)
-                if not explicit:
+                if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
                     raise CheckpointConflict(
                         f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
                         "writer last read it; reload and save again, or pass parent_id to fork"
@@ -317,7 +350,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             new = m.copy()
             new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
-            self._remember(cid, state)
+            self._remember(f"{cid}@1", state)
             await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
         return cid
 

@@ -4,8 +4,12 @@ Pure data and logic, no I/O. Documents written here:
 
 * commit entry ``_log/<seq>.json`` -- ``{"format_version", "type": "commit", "thread_id",
   "seq", "committed_at", "actions": [...], "digest"}``; actions are ``add``
-  (a record, plus its ``ops`` while the delta lives inline) and ``compact``
-  (inline deltas moved to a Parquet segment);
+  (a record, plus its ``ops`` while the delta lives inline), ``compact``
+  (inline deltas moved to a Parquet segment), and the maintenance actions
+  ``remove`` (records leave the manifest), ``rebase``/``update`` (fields of a
+  record replaced, e.g. a new full snapshot), ``tombstone`` (objects no record
+  needs any more, with the time they became unreferenced) and ``purge``
+  (tombstones whose objects ``gc`` deleted);
 * folded manifest ``_log/<seq>.manifest.json.zst`` -- every record as of ``seq``;
 * head hint ``_head.json`` -- the latest seq the writer knew and the chain from
   the head back to its snapshot, so loading the latest needs no other manifest read.
@@ -26,7 +30,8 @@ from ..delta import Delta
 from ..errors import BrokenChain, CorruptManifest, IntegrityError, UnsupportedFormatVersion
 
 Record = dict[str, Any]
-KNOWN_ACTIONS = frozenset({"add", "compact"})
+KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "rebase", "update", "tombstone", "purge"})
+UPDATABLE = frozenset({"kind", "depth", "ref", "bytes", "version", "metadata"})
 
 
 def seal(doc: dict[str, Any]) -> bytes:
@@ -62,9 +67,17 @@ class Manifest:
     records: OrderedDict[str, Record] = field(default_factory=OrderedDict)
     inline: dict[str, Delta] = field(default_factory=dict)
     head: str | None = None
+    tombstones: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def copy(self) -> Manifest:
-        return Manifest(self.thread_id, self.seq, OrderedDict(self.records), dict(self.inline), self.head)
+        return Manifest(
+            self.thread_id,
+            self.seq,
+            OrderedDict(self.records),
+            dict(self.inline),
+            self.head,
+            dict(self.tombstones),
+        )
 
     # -- folding ---------------------------------------------------------------
     def apply_entry(self, doc: dict[str, Any]) -> None:
@@ -78,7 +91,9 @@ class Manifest:
                 raise UnsupportedFormatVersion(
                     f"commit {doc['seq']} of thread {self.thread_id!r} has unknown action {kind!r}"
                 )
-            if kind == "add":
+            if kind in ("remove", "rebase", "update", "tombstone", "purge"):
+                self._apply_maintenance(kind, action)
+            elif kind == "add":
                 record = action["record"]
                 self.records[record["id"]] = record
                 self.records.move_to_end(record["id"])
@@ -100,6 +115,39 @@ class Manifest:
                     self.inline.pop(cid, None)
         self.seq = doc["seq"]
 
+    def _apply_maintenance(self, kind: str, action: dict[str, Any]) -> None:
+        if kind == "remove":
+            for cid in action["ids"]:
+                self.records.pop(cid, None)
+                self.inline.pop(cid, None)
+            if self.head not in self.records:
+                self.head = next(reversed(self.records)) if self.records else None
+        elif kind in ("rebase", "update"):
+            rec = self.records.get(action["id"])
+            if rec is None:
+                return
+            changes = {k: v for k, v in action["set"].items() if k in UPDATABLE}
+            self.records[action["id"]] = {**rec, **changes}
+            if "ref" in changes and changes["ref"]["type"] != "inline":
+                self.inline.pop(action["id"], None)
+            if "ops" in action:
+                self.inline[action["id"]] = action["ops"]
+        elif kind == "tombstone":
+            for key, size in action["objects"].items():
+                self.tombstones.setdefault(key, {"at": action["at"], "size": size})
+        else:
+            for key in action["keys"]:
+                self.tombstones.pop(key, None)
+
+    def referenced_keys(self) -> dict[str, int]:
+        """Payload objects the records need: key -> size (snapshots and segments)."""
+        out: dict[str, int] = {}
+        for rec in self.records.values():
+            ref = rec["ref"]
+            if ref["type"] in ("snapshot", "segment"):
+                out[ref["key"]] = int(ref.get("size", 0))
+        return out
+
     # -- documents -------------------------------------------------------------
     def commit_entry(self, actions: list[dict[str, Any]]) -> bytes:
         return seal(
@@ -120,6 +168,7 @@ class Manifest:
             "head": self.head,
             "records": list(self.records.values()),
             "inline": self.inline,
+            "tombstones": self.tombstones,
         }
         return codec.compress(seal(doc))
 
@@ -131,6 +180,7 @@ class Manifest:
             m.records[rec["id"]] = rec
         m.inline = dict(doc.get("inline", {}))
         m.head = doc.get("head")
+        m.tombstones = dict(doc.get("tombstones", {}))
         return m
 
     def hint(self, manifest_seq: int | None) -> bytes:
@@ -171,7 +221,9 @@ class Manifest:
                 break
             cid = rec.get("parent")
         raise BrokenChain(
-            "delta chain does not reach a full snapshot", thread_id=self.thread_id, checkpoint_id=checkpoint_id
+            "delta chain does not reach a full snapshot",
+            thread_id=self.thread_id,
+            checkpoint_id=checkpoint_id,
         )
 
 
