@@ -127,7 +127,7 @@ async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: Gc
     if cp.store.kind != "object" or not hasattr(fs, "_call_s3"):
         return
     bucket, _, prefix = cp.store.root.partition("/")
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": f"{prefix}/" if prefix else ""}
     while True:
         page = await fs._call_s3("list_multipart_uploads", **kwargs)
         for upload in page.get("Uploads", []):
