@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
+from ckpt_archive.archive import parts
 from ckpt_archive.retention import PINNED_KEY
 
 _urls = itertools.count()
@@ -34,7 +35,7 @@ policies = st.lists(
         st.integers(1, 4).map(RP.keep_every),
         st.just(RP.keep_pinned()),
         st.sampled_from([timedelta(0), timedelta(hours=1)]).map(RP.max_age),
-        st.integers(0, 2).map(lambda r: RP.custom(lambda i: int(i.checkpoint_id[-2:], 16) % 3 == r)),
+        st.integers(0, 2).map(lambda r: RP.custom(lambda i: i.step % 3 == r)),
     ),
     max_size=3,
 )
@@ -176,3 +177,19 @@ TestRetentionMachine.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+
+
+class SmallPartsMachine(RetentionMachine):
+    """The same with sealed manifest parts of 3 records, so folds, overrides and re-seals all happen."""
+
+    def __init__(self) -> None:
+        self._saved_part_size = parts.PART_SIZE
+        parts.PART_SIZE = 3
+        super().__init__()
+
+    def teardown(self) -> None:
+        parts.PART_SIZE = self._saved_part_size
+
+
+TestSmallPartsMachine = SmallPartsMachine.TestCase
+TestSmallPartsMachine.settings = TestRetentionMachine.settings

@@ -40,8 +40,8 @@ from . import layout
 from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
+from .parts import read_folded, seal_parts
 from .store import ObjectStore
-
 
 DEFAULT_GC_GRACE = timedelta(hours=1)
 
@@ -167,7 +167,14 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             data = datas.pop(0)
             if data is None:  # folded manifest gone (gc): start over from the listing
                 return await self._rebuild(thread_id, None) if hint is not None else Manifest(thread_id)
-            m = Manifest.from_folded(data, f"manifest {base_seq} of thread {thread_id!r}")
+            try:
+                m = await read_folded(
+                    self.store, thread_id, data, f"manifest {base_seq} of thread {thread_id!r}"
+                )
+            except MissingObject:  # a part of an older fold already collected: use the newest fold
+                if hint is None:
+                    raise
+                return await self._rebuild(thread_id, None)
         else:
             m = Manifest(thread_id)
         for seq, data in zip(range(start + 1, last + 1), datas, strict=True):
@@ -435,7 +442,8 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
     async def _publish(self, m: Manifest, *, compacted: bool) -> None:
         """After a commit: rewrite the hint; after a compaction also fold the manifest."""
         tasks = [self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id)))]
-        if compacted:
+        if compacted:  # sealed parts first: the fold that names them must never exist without them
+            await asyncio.gather(*(self.store.put(key, data) for key, data in seal_parts(m)))
             tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
         await asyncio.gather(*tasks)
         if compacted:

@@ -8,8 +8,9 @@
   (payloads of saves that lost a race or crashed), once their mtime is older
   than the grace period;
 * manifest objects a newer folded manifest supersedes: commit entries up to
-  the newest folded manifest and older folded manifests (again only when older
-  than the grace period, see docs/FORMAT.md for why that is safe);
+  the newest folded manifest, older folded manifests and sealed parts no
+  current fold names (again only when older than the grace period, see
+  docs/FORMAT.md for why that is safe);
 * ``.tmp-*`` files of interrupted local writes, ``_ids/`` entries of
   checkpoints no manifest has, and S3 multipart uploads started before the
   grace period.
@@ -99,12 +100,15 @@ async def _thread_gc(
             doomed.append(key)
             report.manifests += 1
             report.bytes_freed += logs[key]["size"]
+    parts = {p["key"] for p in m.parts}
     for key, info in mine.items():
         rel, base = key[len(prefix) :], posixpath.basename(key)
-        if key in refs or key in m.tombstones or not _old(info, cutoff):
+        if key in refs or key in m.tombstones or key in parts or not _old(info, cutoff):
             continue
         if base.startswith(".tmp-"):
             report.temp_files += 1
+        elif rel.startswith("_parts/"):  # sealed parts of a superseded fold
+            report.manifests += 1
         elif rel.startswith(("snapshots/", "deltas/")):
             report.orphans += 1
         else:

@@ -203,7 +203,8 @@ async def update_state(
         version = int(rec.get("version", 1))
         if version != expected_version:
             raise CheckpointVersionConflict(
-                f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; nothing changed"
+                f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; "
+                "nothing changed"
             )
         actions: list[dict[str, Any]] = []
         writes: list[Awaitable[None]] = []

@@ -68,6 +68,10 @@ class Manifest:
     inline: dict[str, Delta] = field(default_factory=dict)
     head: str | None = None
     tombstones: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # sealed parts (see parts.py): part refs, ids stored in them, sealed ids changed since
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    sealed: set[str] = field(default_factory=set)
+    dirty: set[str] = field(default_factory=set)
 
     def copy(self) -> Manifest:
         return Manifest(
@@ -77,7 +81,14 @@ class Manifest:
             dict(self.inline),
             self.head,
             dict(self.tombstones),
+            list(self.parts),
+            set(self.sealed),
+            set(self.dirty),
         )
+
+    def _touch(self, checkpoint_id: str) -> None:
+        if checkpoint_id in self.sealed:
+            self.dirty.add(checkpoint_id)
 
     # -- folding ---------------------------------------------------------------
     def apply_entry(self, doc: dict[str, Any]) -> None:
@@ -108,10 +119,12 @@ class Manifest:
                     ref = {"type": "segment", "key": action["key"], "sha256": action["sha256"]}
                     ref.update(size=action["size"], row_group=group["row_group"])
                     self.records[cid] = {**rec, "ref": ref, "bytes": group["bytes"]}
+                    self._touch(cid)
                     self.inline.pop(cid, None)
                 for cid in action.get("empty", []):
                     if cid in self.records:
                         self.records[cid] = {**self.records[cid], "ref": {"type": "empty"}}
+                        self._touch(cid)
                     self.inline.pop(cid, None)
         self.seq = doc["seq"]
 
@@ -120,6 +133,7 @@ class Manifest:
             for cid in action["ids"]:
                 self.records.pop(cid, None)
                 self.inline.pop(cid, None)
+                self._touch(cid)
             if self.head not in self.records:
                 self.head = next(reversed(self.records)) if self.records else None
         elif kind in ("rebase", "update"):
@@ -128,6 +142,7 @@ class Manifest:
                 return
             changes = {k: v for k, v in action["set"].items() if k in UPDATABLE}
             self.records[action["id"]] = {**rec, **changes}
+            self._touch(action["id"])
             if "ref" in changes and changes["ref"]["type"] != "inline":
                 self.inline.pop(action["id"], None)
             if "ops" in action:
@@ -161,27 +176,49 @@ class Manifest:
         )
 
     def folded(self) -> bytes:
+        """The folded manifest: part refs, then the records no part holds (or that changed since)."""
+        tail = [r for cid, r in self.records.items() if cid not in self.sealed or cid in self.dirty]
         doc = {
             "type": "manifest",
             "thread_id": self.thread_id,
             "seq": self.seq,
             "head": self.head,
-            "records": list(self.records.values()),
+            "records": tail,
             "inline": self.inline,
             "tombstones": self.tombstones,
         }
+        if self.parts:
+            doc["parts"] = self.parts
+            doc["removed"] = sorted(cid for cid in self.dirty if cid not in self.records)
         return codec.compress(seal(doc))
 
     @classmethod
-    def from_folded(cls, data: bytes, what: str) -> Manifest:
+    def from_folded(cls, data: bytes, what: str, parts: list[list[Record]] | None = None) -> Manifest:
+        """Parse a folded manifest; ``parts`` are the records of its sealed parts, in order."""
         doc = unseal(data, what, compressed=True)
         m = cls(doc["thread_id"], doc["seq"])
-        for rec in doc["records"]:
+        m.parts = list(doc.get("parts", []))
+        if len(parts or []) != len(m.parts):
+            raise CorruptManifest(f"{what} names {len(m.parts)} sealed parts, {len(parts or [])} were read")
+        removed = set(doc.get("removed", []))
+        for part in parts or []:
+            for rec in part:
+                m.sealed.add(rec["id"])
+                if rec["id"] not in removed:
+                    m.records[rec["id"]] = rec
+        for rec in doc["records"]:  # overrides keep their place; new records append
             m.records[rec["id"]] = rec
+            m._touch(rec["id"])
+        m.dirty |= removed & m.sealed
         m.inline = dict(doc.get("inline", {}))
         m.head = doc.get("head")
         m.tombstones = dict(doc.get("tombstones", {}))
         return m
+
+    @staticmethod
+    def part_refs(data: bytes, what: str) -> list[dict[str, Any]]:
+        """The sealed parts a folded manifest needs (read them before ``from_folded``)."""
+        return list(unseal(data, what, compressed=True).get("parts", []))
 
     def hint(self, manifest_seq: int | None) -> bytes:
         chain = self.chain(self.head) if self.head else []
