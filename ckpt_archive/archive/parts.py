@@ -24,7 +24,7 @@ from ..errors import CorruptManifest, MissingObject
 from . import layout
 from .manifest import Manifest, Record, seal, unseal
 
-PART_SIZE = 1000
+PART_SIZE = 500
 """Records per sealed part."""
 
 
@@ -42,8 +42,7 @@ def seal_parts(m: Manifest, part_size: int | None = None) -> list[tuple[str, byt
         m.parts, m.sealed, m.dirty = [], set(), set()
     tail = [rec for cid, rec in m.records.items() if cid not in m.sealed]
     out: list[tuple[str, bytes]] = []
-    # keep one part's worth unsealed: recent records still change (compaction of inline deltas)
-    while len(tail) >= 2 * size:
+    while len(tail) >= size + size // 8 + 1:  # the newest records stay unsealed: they still change
         chunk, tail = tail[:size], tail[size:]
         if any(rec["ref"]["type"] == "inline" for rec in chunk):
             break
