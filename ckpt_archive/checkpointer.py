@@ -28,6 +28,9 @@ from .errors import (
 from .model import RESERVED_PREFIX, Checkpoint, CheckpointInfo
 from .retention import PruneReport
 
+Infos = list[CheckpointInfo]  # aliases: inside the classes `list` is the method
+Ids = list[str]
+
 
 @runtime_checkable
 class Checkpointer(Protocol):
@@ -36,14 +39,14 @@ class Checkpointer(Protocol):
     def save(self, checkpoint: Checkpoint) -> str: ...
     def load(self, thread_id: str) -> Checkpoint | None: ...
     def load_by_id(self, checkpoint_id: str) -> Checkpoint | None: ...
-    def list(self, thread_id: str) -> list[CheckpointInfo]: ...
-    def threads(self) -> list[str]: ...
+    def list(self, thread_id: str) -> Infos: ...
+    def threads(self) -> Ids: ...
     def delete(self, thread_id: str) -> None: ...
     async def asave(self, checkpoint: Checkpoint) -> str: ...
     async def aload(self, thread_id: str) -> Checkpoint | None: ...
     async def aload_by_id(self, checkpoint_id: str) -> Checkpoint | None: ...
-    async def alist(self, thread_id: str) -> list[CheckpointInfo]: ...
-    async def athreads(self) -> list[str]: ...
+    async def alist(self, thread_id: str) -> Infos: ...
+    async def athreads(self) -> Ids: ...
     async def adelete(self, thread_id: str) -> None: ...
 
 
@@ -59,10 +62,10 @@ class AsyncCoreCheckpointer:
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         raise NotImplementedError
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+    async def _list(self, thread_id: str) -> Infos:
         raise NotImplementedError
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         raise NotImplementedError
 
     async def _delete(self, thread_id: str) -> None:
@@ -77,10 +80,10 @@ class AsyncCoreCheckpointer:
     def load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         return run_sync(self._load_by_id(checkpoint_id))
 
-    def list(self, thread_id: str) -> list[CheckpointInfo]:
+    def list(self, thread_id: str) -> Infos:
         return run_sync(self._list(thread_id))
 
-    def threads(self) -> list[str]:
+    def threads(self) -> Ids:
         return run_sync(self._threads())
 
     def delete(self, thread_id: str) -> None:
@@ -95,10 +98,10 @@ class AsyncCoreCheckpointer:
     async def aload_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         return await run_async(self._load_by_id(checkpoint_id))
 
-    async def alist(self, thread_id: str) -> list[CheckpointInfo]:
+    async def alist(self, thread_id: str) -> Infos:
         return await run_async(self._list(thread_id))
 
-    async def athreads(self) -> list[str]:
+    async def athreads(self) -> Ids:
         return await run_async(self._threads())
 
     async def adelete(self, thread_id: str) -> None:
@@ -132,9 +135,7 @@ class AsyncCoreCheckpointer:
         """Remove exactly these checkpoints of the thread; every other one loads as before."""
         return run_sync(self._remove(thread_id, list(checkpoint_ids), dry_run))
 
-    async def aremove(
-        self, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False
-    ) -> PruneReport:
+    async def aremove(self, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False) -> PruneReport:
         return await run_async(self._remove(thread_id, list(checkpoint_ids), dry_run))
 
 
@@ -157,9 +158,7 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
             if parent is None and chain:
                 parent = next(reversed(chain))
             elif parent is not None and parent not in chain:
-                raise CheckpointNotFound(
-                    f"parent {parent!r} is not a checkpoint of thread {checkpoint.thread_id!r}"
-                )
+                raise CheckpointNotFound(f"parent {parent!r} is not a checkpoint of thread {checkpoint.thread_id!r}")
             stored = copy.deepcopy(checkpoint.with_parent(parent))
             chain[checkpoint.checkpoint_id] = stored
             self._owner[checkpoint.checkpoint_id] = checkpoint.thread_id
@@ -177,16 +176,13 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
                 return None
             return copy.deepcopy(self._threads_map[thread][checkpoint_id])
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+    async def _list(self, thread_id: str) -> Infos:
         with self._lock:
             chain = list(self._threads_map.get(thread_id, {}).values())
             versions = [self._versions.get(c.checkpoint_id, 1) for c in chain]
-        return [
-            _info(c, "full", len(codec.dumps(c.state)), version=v)
-            for c, v in zip(chain, versions, strict=True)
-        ]
+        return [_info(c, "full", len(codec.dumps(c.state)), version=v) for c, v in zip(chain, versions, strict=True)]
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         with self._lock:
             return sorted(t for t, chain in self._threads_map.items() if chain)
 
@@ -208,8 +204,7 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
             version = self._versions.get(checkpoint_id, 1)
             if version != expected_version:
                 raise CheckpointVersionConflict(
-                    f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; "
-                    "nothing changed"
+                    f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; nothing changed"
                 )
             chain = self._threads_map[thread]
             chain[checkpoint_id] = chain[checkpoint_id].model_copy(update={"state": copy.deepcopy(state)})
@@ -334,9 +329,7 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
         else:
             parent = await self.inner.aload_by_id(parent_id)
             if parent is None or parent.thread_id != checkpoint.thread_id:
-                raise CheckpointNotFound(
-                    f"parent {parent_id!r} is not a checkpoint of thread {checkpoint.thread_id!r}"
-                )
+                raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {checkpoint.thread_id!r}")
         parent_state, parent_depth = (None, None) if parent is None else await self._resolve(parent)
         interval = self.config.full_snapshot_interval
         if parent is None or parent_state is None or snapshot_due(checkpoint.step, parent_depth, interval):
@@ -364,7 +357,7 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
         stored = await self.inner.aload_by_id(checkpoint_id)
         return None if stored is None else self._unwrap(stored, (await self._resolve(stored))[0])
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+    async def _list(self, thread_id: str) -> Infos:
         out = []
         for info in await self.inner.alist(thread_id):
             mark = info.metadata.get(_MARK)
@@ -373,7 +366,7 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
             out.append(info.model_copy(update={"kind": kind, "metadata": meta}))
         return out
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         return await self.inner.athreads()
 
     async def _history(self, thread_id: str) -> AsyncIterator[Checkpoint]:

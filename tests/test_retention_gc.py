@@ -107,7 +107,9 @@ def test_writer_with_stale_cache_rereads_after_gc(tmp_path: Path) -> None:
     other.gc(grace=ZERO)  # cuts the log below the newest folded manifest
     time.sleep(1.3)  # the stale writer's cached manifest is now older than half its grace
     last = ca.Checkpoint.new("w", {"messages": [], "turn": 22}, step=22)
-    stale.save(last)
+    with pytest.raises(ca.CheckpointConflict):  # re-read, not committed at a seq gc already cut
+        stale.save(last)
+    stale.save(last)  # now it knows the head
     listed = [i.checkpoint_id for i in fresh(other).list("w")]
     assert listed == [c.checkpoint_id for c in first + more] + [last.checkpoint_id]
     assert fresh(other).load("w").parent_id == more[-1].checkpoint_id  # type: ignore[union-attr]

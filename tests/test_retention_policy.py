@@ -14,7 +14,9 @@ from ckpt_archive.retention import PINNED_KEY, evaluate, in_shard
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
-def infos(n: int, *, every: timedelta = timedelta(minutes=10), pinned: frozenset[int] = frozenset()) -> list[CheckpointInfo]:
+def infos(
+    n: int, *, every: timedelta = timedelta(minutes=10), pinned: frozenset[int] = frozenset()
+) -> list[CheckpointInfo]:
     start = NOW - every * (n - 1)
     return [
         CheckpointInfo(

@@ -28,6 +28,4 @@ def open_archive(
     """
     fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
     store = ObjectStore(fs, root, single_writer=single_writer)
-    return ArchiveCheckpointer(
-        store, full_snapshot_interval=full_snapshot_interval, url=url, gc_grace=gc_grace
-    )
+    return ArchiveCheckpointer(store, full_snapshot_interval=full_snapshot_interval, url=url, gc_grace=gc_grace)

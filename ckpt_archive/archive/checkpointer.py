@@ -25,7 +25,7 @@ from typing import Any
 from .. import codec
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
-from ..checkpointer import AsyncCoreCheckpointer
+from ..checkpointer import AsyncCoreCheckpointer, Ids, Infos
 from ..delta import Delta, apply, diff
 from ..errors import (
     CheckpointConflict,
@@ -36,7 +36,7 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..model import Checkpoint, CheckpointInfo
-from . import layout
+from . import layout, pages
 from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
@@ -74,7 +74,8 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         if gc_grace < timedelta(0):
             raise ValueError("gc_grace must not be negative")
         self.gc_grace = gc_grace
-        self._fetched: dict[str, float] = {}
+        self._read_at: dict[str, float] = {}
+        self._hint_heads: dict[str, str] = {}
         self.store = store
         self.url = url or store.root
         self.full_snapshot_interval = full_snapshot_interval
@@ -133,8 +134,9 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
 
     async def _manifest(self, thread_id: str, *, hint: dict[str, Any] | None = None) -> Manifest:
         """The thread's manifest, up to date with every commit made so far."""
+        self._hint_heads.pop(thread_id, None)  # the caller now sees the newest head
         cached = self._manifests.get(thread_id)
-        if cached is not None and time.monotonic() - self._fetched.get(thread_id, 0.0) > self._manifest_ttl():
+        if cached is not None and not self._fresh(thread_id):
             cached = None  # too old to trust: gc may have removed log entries after it
         if cached is not None:
             m = await self._fold_forward(cached)
@@ -143,11 +145,13 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 hint = await self._read_hint(thread_id)
             m = await self._rebuild(thread_id, hint)
         self._manifests[thread_id] = m
-        self._fetched[thread_id] = time.monotonic()
+        self._read_at[thread_id] = time.monotonic()
         return m
 
-    def _manifest_ttl(self) -> float:
-        return max(self.gc_grace.total_seconds() / 2, 1.0)
+    def _fresh(self, thread_id: str) -> bool:
+        """Was the cached manifest read (or written) within half the gc grace period?"""
+        ttl = max(self.gc_grace.total_seconds() / 2, 1.0)
+        return time.monotonic() - self._read_at.get(thread_id, 0.0) <= ttl
 
     async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None) -> Manifest:
         if hint is not None:
@@ -168,9 +172,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             if data is None:  # folded manifest gone (gc): start over from the listing
                 return await self._rebuild(thread_id, None) if hint is not None else Manifest(thread_id)
             try:
-                m = await read_folded(
-                    self.store, thread_id, data, f"manifest {base_seq} of thread {thread_id!r}"
-                )
+                m = await read_folded(self.store, thread_id, data, f"manifest {base_seq} of thread {thread_id!r}")
             except MissingObject:  # a part of an older fold already collected: use the newest fold
                 if hint is None:
                     raise
@@ -187,9 +189,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         return await self._fold_forward(m)
 
     # -- reconstructing states ---------------------------------------------------
-    async def _materialize(
-        self, thread_id: str, chain: list[Record], inline: dict[str, Delta]
-    ) -> dict[str, Any]:
+    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
             cached = self._states.get(state_key(chain[i]))
@@ -197,27 +197,33 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 start, state = i + 1, cached
                 break
         todo = chain[start:]
+        page_refs = {p["digest"]: p for r in todo if r["ref"]["type"] == "snapshot" for p in r["ref"].get("pages", [])}
         keys = sorted({r["ref"]["key"] for r in todo if r["ref"]["type"] in ("snapshot", "segment")})
+        keys += [p["key"] for p in page_refs.values()]
         datas = dict(zip(keys, await self.store.get_many(keys), strict=True))
         readers: dict[str, SegmentReader] = {}
         for rec in todo:
             ref, cid = rec["ref"], rec["id"]
             if ref["type"] in ("snapshot", "segment"):
-                data = datas[ref["key"]]
-                if data is None:
-                    raise MissingObject(
-                        "object referenced by the manifest is missing",
-                        thread_id=thread_id,
-                        checkpoint_id=cid,
-                        key=ref["key"],
-                    )
+                data = self._fetched(datas, ref["key"], thread_id, cid)
                 if ref["key"] not in readers and ref["type"] == "segment":
                     verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
                 origin = ref.get("origin", cid)  # a copied snapshot names the checkpoint it was taken of
-                state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=origin, key=ref["key"])
+                state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=origin, key=ref["key"])
+                if table:
+                    items = {
+                        d: pages.decode_page(
+                            self._fetched(datas, page_refs[d]["key"], thread_id, cid),
+                            page_refs[d],
+                            thread_id=thread_id,
+                            checkpoint_id=cid,
+                        )
+                        for d in {d for ds in table.values() for d in ds}
+                    }
+                    state = pages.join(state, table, items)
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -232,6 +238,18 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
         self._remember(state_key(chain[-1]), state)
         return state
+
+    @staticmethod
+    def _fetched(datas: dict[str, bytes | None], key: str, thread_id: str, checkpoint_id: str) -> bytes:
+        data = datas.get(key)
+        if data is None:
+            raise MissingObject(
+                "object referenced by the manifest is missing",
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                key=key,
+            )
+        return data
 
     def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
         f = rec.get("fields", {})
@@ -258,11 +276,10 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
 
     # -- the protocol ------------------------------------------------------------
     async def _load(self, thread_id: str) -> Checkpoint | None:
-        await self._check_root()
         layout.thread_dir(thread_id)  # validates the id
         cached = self._manifests.get(thread_id)
         if cached is None:
-            hint = await self._read_hint(thread_id)
+            hint, _ = await asyncio.gather(self._read_hint(thread_id), self._check_root())
             if hint is not None and hint.get("chain"):
                 chain, inline = hint_chain(hint)
                 probe, state = await asyncio.gather(
@@ -270,9 +287,11 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                     self._materialize(thread_id, chain, inline),
                 )
                 if probe is None:
+                    self._hint_heads[thread_id] = chain[-1]["id"]  # the head this writer last read
                     return self._checkpoint(thread_id, chain[-1], state)
             m = await self._manifest(thread_id, hint=hint)
         else:
+            await self._check_root()
             m = await self._manifest(thread_id)
         if m.head is None:
             return None
@@ -280,8 +299,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         return self._checkpoint(thread_id, rec, await self._state_of(m, m.head))
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
-        await self._check_root()
-        data = await self.store.get_or_none(layout.id_key(checkpoint_id))
+        data, _ = await asyncio.gather(self.store.get_or_none(layout.id_key(checkpoint_id)), self._check_root())
         if data is None:
             return None
         thread_id = unseal(data, f"id entry of {checkpoint_id!r}")["thread_id"]
@@ -291,13 +309,12 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             return None
         return self._checkpoint(thread_id, rec, await self._state_of(m, checkpoint_id))
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
-        await self._check_root()
+    async def _list(self, thread_id: str) -> Infos:
         layout.thread_dir(thread_id)
-        m = await self._manifest(thread_id)
+        m, _ = await asyncio.gather(self._manifest(thread_id), self._check_root())
         return [_info(thread_id, rec) for rec in m.records.values()]
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         await self._check_root()
         out = []
         for name in await self.store.list_dir(""):
@@ -329,17 +346,27 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         layout.id_key(cid)
         await self._check_root()
         async with self._lock(thread_id):
-            m = await self._manifest(thread_id)
+            # The writer's cached view is its "known head": no read before the commit, whose
+            # put-if-absent detects anyone who committed since.
+            seen = self._hint_heads.pop(thread_id, None)
+            m = self._manifests.get(thread_id) or await self._manifest(thread_id)
             explicit = checkpoint.parent_id is not None
+            if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
+                seen, m = m.head, await self._manifest(thread_id)
+            if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
+                raise CheckpointConflict(
+                    f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
+                    f"(head {seen!r}); reload and save again, or pass parent_id to fork"
+                )
+            if explicit and checkpoint.parent_id not in m.records:
+                m = await self._manifest(thread_id)
             index_written = False
             while True:
                 if cid in m.records:
                     raise DuplicateCheckpointId(f"checkpoint {cid!r} is already in thread {thread_id!r}")
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
-                    raise CheckpointNotFound(
-                        f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}"
-                    )
+                    raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
                 actions, writes, state = await self._prepare(m, checkpoint, parent_id)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
@@ -357,6 +384,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             new = m.copy()
             new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
+            self._read_at[thread_id] = time.monotonic()
             self._remember(f"{cid}@1", state)
             await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
         return cid
@@ -386,10 +414,15 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state)
+            known = self._known_pages(m, parent_id)
+            tails, table, new_pages, page_refs = pages.split(state, lambda d: layout.page_key(m.thread_id, d), known)
+            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, tails, table)
             writes.append(self.store.put(key, data))
+            writes.extend(self.store.put(k, d) for k, d in new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-            record.update(kind="full", depth=0, ref=ref, bytes=len(data))
+            if page_refs:
+                ref["pages"] = page_refs
+            record.update(kind="full", depth=0, ref=ref, bytes=len(data) + sum(len(d) for _, d in new_pages))
             compact = self._compact_action(m)
             if compact is not None:
                 action, segment_key, segment = compact
@@ -407,6 +440,14 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
         return actions, writes, state
+
+    @staticmethod
+    def _known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
+        """Pages already stored that the new snapshot may reuse: those of the parent chain's snapshot."""
+        if parent_id is None:
+            return {}
+        base = m.chain(parent_id)[0]["ref"]
+        return {p["digest"]: p for p in base.get("pages", [])}
 
     def _compact_action(self, m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
         """Move every inline delta of the thread into one Parquet segment (a row group each)."""
@@ -433,7 +474,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             return
         existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}")
         owner = existing.get("thread_id")
-        if owner != thread_id:
+        if isinstance(owner, str) and owner != thread_id:
             other = await self._manifest(owner)
             if checkpoint_id in other.records:
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")

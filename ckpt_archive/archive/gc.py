@@ -65,6 +65,7 @@ async def _thread_gc(
     report: GcReport,
     protected_ids: set[str],
     live_ids: set[str],
+    forget: set[str],
 ) -> list[str]:
     """Collect one thread; returns the keys to delete (and updates the report)."""
     cp._manifests.pop(thread_id, None)  # read the log afresh
@@ -73,9 +74,14 @@ async def _thread_gc(
     live_ids.update(layout.id_key(cid) for cid in m.records)
     doomed: list[str] = []
     for key, tomb in m.tombstones.items():
-        if key in refs:
+        at = datetime.fromisoformat(tomb["at"])
+        mtime = objects.get(key, {}).get("mtime")
+        if key in refs or (mtime is not None and mtime > at):
+            # needed again, or rewritten since (a shared page with the same content): not a tombstone
+            # any more; if nothing references it, the orphan rule collects it after the grace period
+            forget.add(key)
             continue
-        if datetime.fromisoformat(tomb["at"]) <= cutoff:
+        if at <= cutoff:
             if key.startswith("_ids/"):
                 report.id_entries += key in objects
             elif key in objects:
@@ -109,7 +115,7 @@ async def _thread_gc(
             report.temp_files += 1
         elif rel.startswith("_parts/"):  # sealed parts of a superseded fold
             report.manifests += 1
-        elif rel.startswith(("snapshots/", "deltas/")):
+        elif rel.startswith(("snapshots/", "deltas/", "pages/")):
             report.orphans += 1
         else:
             continue
@@ -163,7 +169,8 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcRe
     ids_safe = not unknown_dirs
     for thread_id in threads:
         try:
-            doomed = await _thread_gc(cp, thread_id, objects, cutoff, report, protected_ids, live_ids)
+            forget: set[str] = set()
+            doomed = await _thread_gc(cp, thread_id, objects, cutoff, report, protected_ids, live_ids, forget)
         except CheckpointError as exc:
             report.errors.append(f"thread {thread_id!r} skipped: {exc}")
             ids_safe = False
@@ -171,7 +178,7 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcRe
         report.threads += 1
         await cp.store.delete(doomed)
         report.deleted += [k for k in doomed if k in objects]
-        purge = {k for k in doomed if not k.startswith(f"{layout.thread_dir(thread_id)}/_log/")}
+        purge = forget | {k for k in doomed if not k.startswith(f"{layout.thread_dir(thread_id)}/_log/")}
         if purge:
             try:
                 await _purge(cp, thread_id, purge)

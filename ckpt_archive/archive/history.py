@@ -26,7 +26,7 @@ from ..retention import PINNED_KEY
 from . import layout
 from .maintenance import Plan, commit_maintenance, snapshot_ref, thread_of
 from .manifest import Manifest, Record
-from .objects import SegmentReader, decode_snapshot, verify
+from .objects import SegmentReader, verify
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
@@ -59,11 +59,8 @@ async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator
 
     for rec in list(m.records.values()):
         cid, ref = rec["id"], rec["ref"]
-        if ref["type"] == "snapshot":
-            origin = ref.get("origin", cid)
-            state = decode_snapshot(
-                await fetch(rec), thread_id=thread_id, checkpoint_id=origin, key=ref["key"]
-            )
+        if ref["type"] == "snapshot":  # snapshot + its shared pages, checked, as in a load
+            state = await cp._materialize(thread_id, [rec], m.inline)
         else:
             parent = rec.get("parent")
             base = states.get(parent) if parent is not None else None
@@ -94,6 +91,9 @@ def _copied_ref(cp: ArchiveCheckpointer, dst: str, rec: Record, new_id: str, cop
     if ref["type"] == "snapshot":
         key = layout.rewrite_snapshot_key(dst, rec["step"], new_id, uuid.uuid4().hex[:12])
         copies[ref["key"]] = key
+        if ref.get("pages"):  # the shared pages it needs, under the new thread
+            ref["pages"] = [{**p, "key": layout.page_key(dst, p["digest"])} for p in ref["pages"]]
+            copies.update({old["key"]: new["key"] for old, new in zip(rec["ref"]["pages"], ref["pages"], strict=True)})
     elif ref["type"] == "segment":
         key = copies.get(ref["key"]) or f"{layout.thread_dir(dst)}/deltas/{ref['key'].rsplit('/', 1)[-1]}"
         copies[ref["key"]] = key
@@ -131,11 +131,9 @@ async def fork(cp: ArchiveCheckpointer, checkpoint_id: str, new_thread_id: str) 
             writes += [cp.store.copy(a, b) for a, b in copies.items()]
             size = int(ref.get("size", 0))
         else:
-            ref, data, key = snapshot_ref(
-                new_thread_id, {**rec, "id": new_id}, await cp._state_of(src, checkpoint_id)
-            )
-            writes.append(cp.store.put(key, data))
-            size = len(data)
+            state = await cp._state_of(src, checkpoint_id)
+            ref, objects, size = snapshot_ref(new_thread_id, {**rec, "id": new_id}, state, {})
+            writes.extend(cp.store.put(k, d) for k, d in objects)
         meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
         meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}
         record = {

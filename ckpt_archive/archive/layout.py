@@ -10,6 +10,7 @@ Layout under the archive root (see docs/FORMAT.md)::
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.json.zst
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.<token>.json.zst  re-based/edited/copied snapshot
     thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   one row group per checkpoint
+    thread_id=<enc>/pages/<sha256>.json.zst         shared pages of long lists in snapshots
 
 Ids are percent-encoded (RFC 3986 unreserved characters kept), which is the
 encoding hive partitioning readers (pyarrow, DuckDB) undo. An encoded id longer
@@ -63,6 +64,10 @@ def snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
     return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.json.zst"
 
 
+def page_key(thread_id: str, digest: str) -> str:
+    return f"{thread_dir(thread_id)}/pages/{digest}.json.zst"
+
+
 def segment_key(thread_id: str, first_step: int, token: str) -> str:
     return f"{thread_dir(thread_id)}/deltas/{max(first_step, 0):012d}-{token}.parquet"
 
@@ -73,6 +78,4 @@ def id_key(checkpoint_id: str) -> str:
 
 def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str, token: str) -> str:
     """A snapshot written after the fact (re-base, edit, copy): a fresh key, never an overwrite."""
-    return (
-        f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
-    )
+    return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"

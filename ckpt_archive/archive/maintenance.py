@@ -16,6 +16,7 @@ further down that chain then hang off the re-based checkpoint unchanged.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
@@ -24,8 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .. import codec
 from ..errors import CheckpointConflict, CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
-from . import layout
-from .manifest import Manifest, Record, now_iso, unseal
+from . import layout, pages
+from .manifest import Manifest, Record, now_iso, ref_keys, unseal
 from .objects import encode_snapshot
 
 if TYPE_CHECKING:
@@ -37,9 +38,7 @@ Plan = tuple[list[dict[str, Any]], list[Awaitable[None]], T]
 Planner = Callable[[Manifest], Awaitable[Plan[T]]]
 
 
-async def commit_maintenance(
-    cp: ArchiveCheckpointer, thread_id: str, plan: Planner[T], *, dry_run: bool = False
-) -> T:
+async def commit_maintenance(cp: ArchiveCheckpointer, thread_id: str, plan: Planner[T], *, dry_run: bool = False) -> T:
     """Plan against the current manifest, write payloads, commit; on a lost race re-read and re-plan."""
     for _ in range(MAX_ATTEMPTS):
         async with cp._lock(thread_id):
@@ -56,22 +55,51 @@ async def commit_maintenance(
                 new = m.copy()
                 new.apply_entry(unseal(entry, "own commit"))
                 cp._manifests[thread_id] = new
+                cp._read_at[thread_id] = time.monotonic()
                 await cp._publish(new, compacted=True)
                 return result
     raise CheckpointConflict(f"thread {thread_id!r} kept changing during maintenance; try again later")
 
 
-def snapshot_ref(thread_id: str, rec: Record, state: dict[str, Any]) -> tuple[dict[str, Any], bytes, str]:
-    """A fresh full snapshot of ``rec``'s state: (ref, bytes, key)."""
+def snapshot_ref(
+    thread_id: str, rec: Record, state: dict[str, Any], known: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], list[tuple[str, bytes]], int]:
+    """A fresh full snapshot of ``rec``'s state: (ref, objects to write, bytes written).
+
+    Long lists go to the thread's shared pages as in a save; ``known`` are the
+    page refs already stored (reused, not rewritten).
+    """
     key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-    data = encode_snapshot(thread_id, rec["id"], state)
-    return {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}, data, key
+    tails, table, new_pages, page_refs = pages.split(state, lambda d: layout.page_key(thread_id, d), known)
+    data = encode_snapshot(thread_id, rec["id"], tails, table)
+    ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+    if page_refs:
+        ref["pages"] = page_refs
+    objects = [(key, data), *new_pages]
+    return ref, objects, sum(len(d) for _, d in objects)
 
 
-def _tombstone(
-    before: dict[str, int], after: Iterable[Record], extra: dict[str, int]
-) -> dict[str, Any] | None:
-    still = {r["ref"]["key"] for r in after if r["ref"]["type"] in ("snapshot", "segment")}
+def known_pages(m: Manifest) -> dict[str, dict[str, Any]]:
+    """Every page the thread's records reference (a re-based snapshot reuses them)."""
+    return {
+        p["digest"]: p
+        for rec in m.records.values()
+        if rec["ref"]["type"] == "snapshot"
+        for p in rec["ref"].get("pages", ())
+    }
+
+
+async def rewrite_full(
+    cp: ArchiveCheckpointer, m: Manifest, rec: Record, state: dict[str, Any], writes: list[Awaitable[None]]
+) -> tuple[dict[str, Any], int]:
+    """Plan a new full snapshot for ``rec`` (its writes appended to ``writes``): (record changes, bytes)."""
+    ref, objects, size = snapshot_ref(m.thread_id, rec, state, known_pages(m))
+    writes.extend(cp.store.put(k, d) for k, d in objects)
+    return {"kind": "full", "depth": 0, "ref": ref, "bytes": size}, size
+
+
+def _tombstone(before: dict[str, int], after: Iterable[Record], extra: dict[str, int]) -> dict[str, Any] | None:
+    still = {key for r in after for key in ref_keys(r)}
     objects = {k: s for k, s in before.items() if k not in still}
     objects.update(extra)
     return {"action": "tombstone", "at": now_iso(), "objects": objects} if objects else None
@@ -92,13 +120,11 @@ async def plan_removal(
     for cid, rec in after.items():
         if rec["kind"] != "delta" or rec.get("parent") not in remove:
             continue
-        ref, data, key = snapshot_ref(thread_id, rec, await cp._state_of(m, cid))
-        writes.append(cp.store.put(key, data))
-        change = {"kind": "full", "depth": 0, "ref": ref, "bytes": len(data)}
+        change, size = await rewrite_full(cp, m, rec, await cp._state_of(m, cid), writes)
         actions.append({"action": "rebase", "id": cid, "set": change})
         after[cid] = {**rec, **change}
         report.rebased.append(cid)
-        report.bytes_written += len(data)
+        report.bytes_written += size
     before = m.referenced_keys()
     ids = {layout.id_key(cid): 0 for cid in removed}
     tomb = _tombstone(before, after.values(), ids)
@@ -203,22 +229,18 @@ async def update_state(
         version = int(rec.get("version", 1))
         if version != expected_version:
             raise CheckpointVersionConflict(
-                f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; "
-                "nothing changed"
+                f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; nothing changed"
             )
         actions: list[dict[str, Any]] = []
         writes: list[Awaitable[None]] = []
         after = dict(m.records)
         for cid, child in m.records.items():
             if child.get("parent") == checkpoint_id and child["kind"] == "delta":
-                ref, data, key = snapshot_ref(thread_id, child, await cp._state_of(m, cid))
-                writes.append(cp.store.put(key, data))
-                change = {"kind": "full", "depth": 0, "ref": ref, "bytes": len(data)}
+                change, _ = await rewrite_full(cp, m, child, await cp._state_of(m, cid), writes)
                 actions.append({"action": "rebase", "id": cid, "set": change})
                 after[cid] = {**child, **change}
-        ref, data, key = snapshot_ref(thread_id, rec, state)
-        writes.append(cp.store.put(key, data))
-        change = {"kind": "full", "depth": 0, "ref": ref, "bytes": len(data), "version": version + 1}
+        change, _ = await rewrite_full(cp, m, rec, state, writes)
+        change["version"] = version + 1
         actions.append({"action": "update", "id": checkpoint_id, "set": change})
         after[checkpoint_id] = {**rec, **change}
         tomb = _tombstone(m.referenced_keys(), after.values(), {})

@@ -49,9 +49,7 @@ class MaintenanceMixin:
         dry_run: bool = False,
     ) -> list[PruneReport]:
         """Prune every thread, or only shard ``(i, n)`` of them (stable, disjoint by thread-id hash)."""
-        coro = _m.prune_all(
-            self._cp, policy, shard=shard, concurrency=concurrency, progress=progress, dry_run=dry_run
-        )
+        coro = _m.prune_all(self._cp, policy, shard=shard, concurrency=concurrency, progress=progress, dry_run=dry_run)
         return run_sync(coro)
 
     async def aprune_all(
@@ -63,18 +61,14 @@ class MaintenanceMixin:
         progress: Progress | None = None,
         dry_run: bool = False,
     ) -> list[PruneReport]:
-        coro = _m.prune_all(
-            self._cp, policy, shard=shard, concurrency=concurrency, progress=progress, dry_run=dry_run
-        )
+        coro = _m.prune_all(self._cp, policy, shard=shard, concurrency=concurrency, progress=progress, dry_run=dry_run)
         return await run_async(coro)
 
     def remove(self, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False) -> PruneReport:
         """Remove exactly these checkpoints; every other one still loads to the same state."""
         return run_sync(_m.remove(self._cp, thread_id, list(checkpoint_ids), dry_run=dry_run))
 
-    async def aremove(
-        self, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False
-    ) -> PruneReport:
+    async def aremove(self, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False) -> PruneReport:
         return await run_async(_m.remove(self._cp, thread_id, list(checkpoint_ids), dry_run=dry_run))
 
     def gc(self, *, grace: timedelta | None = None) -> GcReport:

@@ -93,9 +93,7 @@ class Manifest:
     # -- folding ---------------------------------------------------------------
     def apply_entry(self, doc: dict[str, Any]) -> None:
         if doc.get("type") != "commit" or doc.get("seq") != self.seq + 1:
-            raise CorruptManifest(
-                f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}"
-            )
+            raise CorruptManifest(f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}")
         for action in doc.get("actions", []):
             kind = action.get("action")
             if kind not in KNOWN_ACTIONS:
@@ -155,12 +153,13 @@ class Manifest:
                 self.tombstones.pop(key, None)
 
     def referenced_keys(self) -> dict[str, int]:
-        """Payload objects the records need: key -> size (snapshots and segments)."""
+        """Payload objects the records need: key -> size (snapshots, their shared pages, segments).
+
+        Page refs carry no size: they count 0 here (gc reports their real size).
+        """
         out: dict[str, int] = {}
         for rec in self.records.values():
-            ref = rec["ref"]
-            if ref["type"] in ("snapshot", "segment"):
-                out[ref["key"]] = int(ref.get("size", 0))
+            out.update(ref_keys(rec))
         return out
 
     # -- documents -------------------------------------------------------------
@@ -272,3 +271,13 @@ def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
             inline[rec["id"]] = ops
         chain.append(rec)
     return chain, inline
+
+
+def ref_keys(rec: Record) -> dict[str, int]:
+    """The objects one record needs: key -> size (0 where the ref records none)."""
+    ref = rec["ref"]
+    if ref["type"] not in ("snapshot", "segment"):
+        return {}
+    out = {page["key"]: 0 for page in ref.get("pages", ())}
+    out[ref["key"]] = int(ref.get("size", 0))
+    return out
