@@ -144,3 +144,27 @@ def test_edit_tombstones_replaced_snapshot(archive_url: Make, backend: str) -> N
     for c in saved:
         if c is not target:
             assert reader.load_by_id(c.checkpoint_id).state == c.state  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_shared_pages_survive_prune_gc_and_copy(archive_url: Make, backend: str) -> None:
+    archive = open_backend(archive_url, backend, full_snapshot_interval=4)
+    saved = chat(archive, "long", 75)  # > 2 pages of 32 messages, shared by every later snapshot
+    pages_before = {k for k in run_sync(archive.store.find("thread_id=long/pages"))}
+    assert len(pages_before) >= 2
+    report = archive.prune("long", RP.keep_last(2))
+    assert not any("/pages/" in k for k in run_sync(fresh(archive)._manifest("long")).tombstones)
+    archive.gc(grace=ZERO)
+    assert {k for k in run_sync(archive.store.find("thread_id=long/pages"))} >= {
+        k for k in pages_before if k in run_sync(fresh(archive)._manifest("long")).referenced_keys()
+    }
+    assert assert_loads(archive, saved, "long") == {c.checkpoint_id for c in saved[-2:]}
+    assert report.rebased
+    mapping = archive.copy_thread("long", "copy")
+    forked = archive.fork(saved[-1].checkpoint_id, "fork")
+    archive.delete("long")
+    archive.gc(grace=ZERO)
+    reader = fresh(archive)
+    assert [c.state for c in reader.history("copy")] == [c.state for c in saved[-2:]]
+    assert reader.load_by_id(forked).state == saved[-1].state  # type: ignore[union-attr]
+    assert len(mapping) == 2

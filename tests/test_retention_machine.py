@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
-from ckpt_archive.archive import parts
+from ckpt_archive.archive import pages, parts
 from ckpt_archive.retention import PINNED_KEY
 
 _urls = itertools.count()
@@ -180,15 +180,16 @@ TestRetentionMachine.settings = settings(
 
 
 class SmallPartsMachine(RetentionMachine):
-    """The same with sealed manifest parts of 3 records, so folds, overrides and re-seals all happen."""
+    """The same with manifest parts of 3 records and snapshot pages of 2 list items, so folds,
+    overrides, re-seals and shared pages (kept, tombstoned, collected) all happen."""
 
     def __init__(self) -> None:
-        self._saved_part_size = parts.PART_SIZE
-        parts.PART_SIZE = 3
+        self._saved = parts.PART_SIZE, pages.PAGE_ITEMS
+        parts.PART_SIZE, pages.PAGE_ITEMS = 3, 2
         super().__init__()
 
     def teardown(self) -> None:
-        parts.PART_SIZE = self._saved_part_size
+        parts.PART_SIZE, pages.PAGE_ITEMS = self._saved
 
 
 TestSmallPartsMachine = SmallPartsMachine.TestCase
