@@ -107,6 +107,11 @@ async def _thread_gc(
             report.manifests += 1
             report.bytes_freed += logs[key]["size"]
     parts = {p["key"] for p in m.parts}
+    for key in logs:  # every fold that stays names parts that must stay too
+        if key.endswith(_FOLDED) and int(posixpath.basename(key)[:20]) >= keep_from:
+            data = await cp.store.get_or_none(key)
+            if data is not None:
+                parts.update(p["key"] for p in Manifest.part_refs(data, f"folded manifest {key!r}"))
     for key, info in mine.items():
         rel, base = key[len(prefix) :], posixpath.basename(key)
         if key in refs or key in m.tombstones or key in parts or not _old(info, cutoff):
