@@ -26,6 +26,7 @@ from .errors import (
     UnsupportedFormatVersion,
 )
 from .model import Checkpoint, CheckpointInfo
+from .retention import GcReport, PruneReport, RetentionPolicy
 from .settings import ArchiveSettings, ConfigError
 from .transfer import InvalidExport
 
@@ -49,6 +50,7 @@ __all__ = [
     "DeltaConfig",
     "DigestMismatch",
     "DuplicateCheckpointId",
+    "GcReport",
     "IntegrityError",
     "InvalidExport",
     "InvalidIdentifier",
@@ -56,7 +58,9 @@ __all__ = [
     "MemoryCheckpointer",
     "MissingObject",
     "ObjectStore",
+    "PruneReport",
     "ReservedMetadataKey",
+    "RetentionPolicy",
     "TruncatedObject",
     "UnsafeBackend",
     "UnsupportedFormatVersion",
