@@ -39,9 +39,17 @@ def state_at(thread: str, step: int) -> dict[str, Any]:
     return state
 
 
-def build(url: str, storage_options: dict[str, Any] | None = None, *, compact: bool = False) -> ca.ArchiveCheckpointer:
+def build(
+    url: str,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    compact: bool = False,
+    only: tuple[str, ...] | None = None,
+) -> ca.ArchiveCheckpointer:
     archive = ca.open_archive(url, storage_options=storage_options, full_snapshot_interval=5)
     for n, (thread, steps) in enumerate(THREADS.items()):
+        if only is not None and thread not in only:
+            continue
         start = NOW - timedelta(days=40 - 17 * n)  # 40, 23 and 6 days ago
         parent: str | None = None
         ids = []

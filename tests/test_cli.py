@@ -281,7 +281,7 @@ def test_prune_dry_run_apply_and_gc(tmp_path: Path) -> None:
 @needs_retention
 def test_prune_on_s3_with_config_defaults(archive_url: Any, tmp_path: Path) -> None:
     url, opts = archive_url("s3")
-    sample_archive.build(url, opts, compact=True)
+    sample_archive.build(url, opts, compact=True, only=("support/bob",))
     config = s3_config(tmp_path / "s3.toml", url, opts)
     config.write_text(config.read_text() + "[retention]\nkeep_last = 4\n")
     out = run_json("prune", "support/bob", "--config", str(config))  # policy from the config file

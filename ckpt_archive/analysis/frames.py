@@ -207,25 +207,13 @@ def checkpoints_frame(
 
 
 # -- states and changes --------------------------------------------------------------------
-def _history(archive: ArchiveCheckpointer, thread_id: str, infos: list[CheckpointInfo]) -> Iterator[Checkpoint]:
-    """The archive's own ``history`` (one GET per object) when this build has it, else load by id."""
-    history = getattr(archive, "history", None)
-    if history is not None:
-        yield from history(thread_id)
-        return
-    for info in infos:
-        ckpt = archive.load_by_id(info.checkpoint_id)
-        if ckpt is not None:  # pruned between listing and loading
-            yield ckpt
-
-
 def states(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> Iterator[Checkpoint]:
     """Checkpoints of ``thread_id`` with their reconstructed states, oldest first (lazily loaded)."""
     archive = archive_of(source, storage_options)
     infos = archive.list(thread_id)
     if not infos:
         raise CheckpointNotFound(f"thread {thread_id!r} has no checkpoints in {archive.url!r}")
-    yield from _history(archive, thread_id, infos)
+    yield from archive.history(thread_id)  # one GET per object, each state built from its parent's
 
 
 def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> pa.Table:
@@ -240,7 +228,7 @@ def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, 
         if info.parent_id is not None:
             children[info.parent_id] = children.get(info.parent_id, 0) + 1
     known: dict[str, dict[str, Any]] = {}  # states still needed as a base (a child is pending)
-    for ckpt in _history(archive, thread_id, infos):
+    for ckpt in archive.history(thread_id):
         pid = ckpt.parent_id
         base = {} if pid is None else known.get(pid)
         if base is None:  # parent no longer listed (pruned): the stored parent if it is still there
