@@ -161,11 +161,11 @@ def prune(
         console = out()
         for r in reports:
             console.print(r.summary(), markup=False)
-        verb = "would free" if dry else "freed (deleted by gc after the grace period)"
+        freed = f"{totals['objects_freed']} objects, {human_bytes(totals['bytes_freed'])}"
+        tail = f"would free {freed}" if dry else f"{freed} to be deleted by gc after the grace period"
         console.print(
             f"{'dry run, nothing deleted: ' if dry else ''}{policy!r}: {totals['removed']} removed, "
-            f"{totals['kept']} kept in {totals['threads']} thread(s); {verb} {totals['objects_freed']} objects, "
-            f"{human_bytes(totals['bytes_freed'])}",
+            f"{totals['kept']} kept in {totals['threads']} thread(s); {tail}",
             markup=False,
         )
 
