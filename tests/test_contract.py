@@ -121,7 +121,19 @@ def test_loaded_state_is_a_private_copy(cp: ca.Checkpointer) -> None:
 
 @pytest.mark.parametrize(
     "thread",
-    ["a/b/c", "../../etc", "..", ".", "with space", "ünïcødé 🧵", "x" * 1024, "%2F", "@hash", "thread_id=z", "a\\b"],
+    [
+        "a/b/c",
+        "../../etc",
+        "..",
+        ".",
+        "with space",
+        "ünïcødé 🧵",
+        "x" * 1024,
+        "%2F",
+        "@hash",
+        "thread_id=z",
+        "a\\b",
+    ],
 )
 def test_hostile_thread_ids(cp: ca.Checkpointer, thread: str) -> None:
     saved = chat(thread, 3, cp)

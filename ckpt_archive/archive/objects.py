@@ -70,7 +70,10 @@ def decode_snapshot(data: bytes, *, thread_id: str, checkpoint_id: str, key: str
         raise TruncatedObject(str(exc), thread_id=thread_id, checkpoint_id=checkpoint_id, key=key) from None
     if doc.get("checkpoint_id") != checkpoint_id or not isinstance(doc.get("state"), dict):
         raise IntegrityError(
-            "snapshot belongs to another checkpoint", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
+            "snapshot belongs to another checkpoint",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            key=key,
         )
     state: dict[str, Any] = doc["state"]
     return state
@@ -119,8 +122,7 @@ class SegmentReader:
         version = meta.get(_META_VERSION, b"").decode(errors="replace")
         if version != str(codec.FORMAT_VERSION):
             raise UnsupportedFormatVersion(
-                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads "
-                f"{codec.FORMAT_VERSION}"
+                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads {codec.FORMAT_VERSION}"
             )
 
     def ops(self, checkpoint_id: str, row_group: int) -> Delta:
@@ -133,7 +135,13 @@ class SegmentReader:
             ):
                 if cid != checkpoint_id:
                     raise ValueError("row group holds another checkpoint")
-                out.append({"op": op, "path": codec.loads(path), "value": None if value is None else codec.loads(value)})
+                out.append(
+                    {
+                        "op": op,
+                        "path": codec.loads(path),
+                        "value": None if value is None else codec.loads(value),
+                    }
+                )
             return out
         except Exception as exc:
             raise TruncatedObject(
