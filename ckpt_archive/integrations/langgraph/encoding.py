@@ -78,10 +78,10 @@ class SerdeCodec:
         items: list[Blob] = []
         for i, element in enumerate(value):
             blob = self.dumps(element)
-            if old_items is not None and i < len(old_items) and blob != old_items[i]:
-                # non-deterministic serde (encryption): equal elements keep their old encoding
-                if _same(self.loads(old_items[i]), element):
-                    blob = old_items[i]
+            # a non-deterministic serde (encryption): an element equal to the old one keeps its encoding
+            stale = old_items is not None and i < len(old_items) and blob != old_items[i]
+            if stale and _same(self.loads(old_items[i]), element):  # type: ignore[index]
+                blob = old_items[i]  # type: ignore[index]
             items.append(blob)
         return {"version": version, "items": items}
 

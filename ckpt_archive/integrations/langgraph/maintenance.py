@@ -58,9 +58,7 @@ class Maintenance:
         for info in keep:
             state = await self.saver.state(info.checkpoint_id)
             if state is None:
-                raise CheckpointError(
-                    f"checkpoint {info.checkpoint_id!r} of thread {at!r} vanished while rewriting"
-                )
+                raise CheckpointError(f"checkpoint {info.checkpoint_id!r} of thread {at!r} vanished while rewriting")
             if info.checkpoint_id in folds:
                 state = {**state, "folded": folds[info.checkpoint_id]}
             states.append(state)

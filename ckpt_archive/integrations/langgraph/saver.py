@@ -155,9 +155,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         )
         await self.archive.asave(record)
         self.remember(record.checkpoint_id, state)
-        return {
-            "configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}
-        }
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     async def _put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
@@ -248,9 +246,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         for at in await self.thread_ids(str(thread_id)):
             await self.maintenance.drop_thread(at)
 
-    async def _history(
-        self, config: RunnableConfig, channels: Sequence[str]
-    ) -> dict[str, DeltaChannelHistory]:
+    async def _history(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, DeltaChannelHistory]:
         conf = config["configurable"]
         at = archive_thread(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
         index = by_lg_id(await self.archive.alist(at))

@@ -98,7 +98,7 @@ def build_graph(checkpointer: Any, *, delta: bool = False, subgraph: bool = Fals
             notes: _delta_annotation()  # type: ignore[valid-type]
 
         state = DeltaState
-    g = StateGraph(state)
+    g: Any = StateGraph(state)
 
     def agent(s: Any) -> dict[str, Any]:
         out = _agent(s)

@@ -33,9 +33,7 @@ def checkpoint_prefix(archive_thread_id: str, checkpoint_id: str) -> str:
     return f"{thread_prefix(archive_thread_id)}/{layout.encode_id(checkpoint_id, 'checkpoint_id')}"
 
 
-def _doc(
-    archive_thread_id: str, checkpoint_id: str, task_id: str, task_path: str, entries: list[list[Any]]
-) -> bytes:
+def _doc(archive_thread_id: str, checkpoint_id: str, task_id: str, task_path: str, entries: list[list[Any]]) -> bytes:
     return seal(
         {
             "type": "langgraph_writes",
@@ -68,9 +66,7 @@ async def put_writes(
     ]
     if regular:
         jobs.append(
-            _put_regular(
-                store, f"{prefix}/{task}.json", archive_thread_id, checkpoint_id, task_id, task_path, regular
-            )
+            _put_regular(store, f"{prefix}/{task}.json", archive_thread_id, checkpoint_id, task_id, task_path, regular)
         )
     await asyncio.gather(*jobs)
 
@@ -91,9 +87,7 @@ async def _put_regular(
     extra = [e for e in entries if e[0] not in have]
     if extra:
         merged = sorted(old["writes"] + extra, key=lambda e: e[0])
-        await store.put(
-            key, _doc(archive_thread_id, checkpoint_id, task_id, old.get("task_path", task_path), merged)
-        )
+        await store.put(key, _doc(archive_thread_id, checkpoint_id, task_id, old.get("task_path", task_path), merged))
 
 
 async def read_entries(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> list[Entry]:
