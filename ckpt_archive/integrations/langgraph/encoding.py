@@ -8,9 +8,9 @@ therefore its own archive thread for the root namespace.
 State of one archive checkpoint (JSON, so the archive's delta engine diffs it)::
 
     {"checkpoint": {v, id, ts, channel_versions, versions_seen, ...}   # or "checkpoint_typed": [t, b64]
-     "channels": {name: {"version": V, "value": [t, b64]}               # one serde blob
-                       | {"version": V, "items": [[t, b64], ...]}       # a list, element by element
-                       | {"version": V, "empty": true}},                 # versioned but no value
+     "channels": {name: [t, b64]                      # one serde blob
+                       | {"items": [[t, b64], ...]}},   # a list, element by element
+                                                         # (a versioned channel without a value: absent)
      "metadata_typed": {key: [t, b64]},      # only metadata values that are not JSON
      "folded": {name: {"seed": [t, b64]?, "writes": [[task_id, channel, t, b64], ...]}}}
 
@@ -70,11 +70,11 @@ class SerdeCodec:
             raise CheckpointError(f"stored LangGraph value is malformed: {str(blob)[:100]}")
         return self.serde.loads_typed((blob[0], base64.b64decode(blob[1])))
 
-    def encode_channel(self, version: Any, value: Any, old: dict[str, Any] | None) -> dict[str, Any]:
+    def encode_channel(self, value: Any, old: Any) -> Any:
         """One channel entry; a list reuses the encodings of ``old``'s items it still starts with."""
         if type(value) is not list:
-            return {"version": version, "value": self.dumps(value)}
-        old_items = old.get("items") if old else None
+            return self.dumps(value)
+        old_items = old.get("items") if isinstance(old, dict) else None
         items: list[Blob] = []
         for i, element in enumerate(value):
             blob = self.dumps(element)
@@ -83,14 +83,12 @@ class SerdeCodec:
             if stale and _same(self.loads(old_items[i]), element):  # type: ignore[index]
                 blob = old_items[i]  # type: ignore[index]
             items.append(blob)
-        return {"version": version, "items": items}
+        return {"items": items}
 
-    def decode_channel(self, entry: dict[str, Any]) -> tuple[bool, Any]:
-        if "items" in entry:
-            return True, [self.loads(b) for b in entry["items"]]
-        if "value" in entry:
-            return True, self.loads(entry["value"])
-        return False, None
+    def decode_channel(self, entry: Any) -> Any:
+        if isinstance(entry, dict):
+            return [self.loads(b) for b in entry.get("items", [])]
+        return self.loads(entry)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -119,18 +117,18 @@ def build_state(
     skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
     values: dict[str, Any] = checkpoint.get("channel_values") or {}
     old_channels: dict[str, Any] = (parent or {}).get("channels", {})
+    old_versions: dict[str, Any] = (parent or {}).get("checkpoint", {}).get("channel_versions", {})
     channels: dict[str, Any] = {}
     for name, version in (checkpoint.get("channel_versions") or {}).items():
         old = old_channels.get(name)
         if name in new_versions:
             if name in values:
-                channels[name] = codec.encode_channel(version, values[name], old)
-            else:
-                channels[name] = {"version": version, "empty": True}
-        elif old is not None and old.get("version") == version:
-            channels[name] = old
+                channels[name] = codec.encode_channel(values[name], old)
+        elif name in old_versions and _is_json(version) and old_versions[name] == version:
+            if old is not None:  # unchanged: the parent's entry (or its absence) verbatim
+                channels[name] = old
         elif name in values:
-            channels[name] = codec.encode_channel(version, values[name], old)
+            channels[name] = codec.encode_channel(values[name], old)
     state: dict[str, Any] = {"channels": channels}
     if _is_json(skeleton):
         state["checkpoint"] = skeleton
@@ -158,12 +156,7 @@ def restore_checkpoint(codec: SerdeCodec, state: dict[str, Any]) -> dict[str, An
         skeleton: dict[str, Any] = dict(codec.loads(state["checkpoint_typed"]))
     else:
         skeleton = dict(state["checkpoint"])
-    values: dict[str, Any] = {}
-    for name, entry in state.get("channels", {}).items():
-        present, value = codec.decode_channel(entry)
-        if present:
-            values[name] = value
-    skeleton["channel_values"] = values
+    skeleton["channel_values"] = {name: codec.decode_channel(e) for name, e in state.get("channels", {}).items()}
     return skeleton
 
 

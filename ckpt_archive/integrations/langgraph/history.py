@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class History:
     """One channel's history as stored blobs: ``seed`` is a channel entry or None, writes oldest first."""
 
-    seed: dict[str, Any] | None = None
+    seed: Any = None
     writes: list[tuple[str, str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -38,7 +38,7 @@ class History:
 
 
 def _has_value(entry: Any) -> bool:
-    return isinstance(entry, dict) and ("value" in entry or "items" in entry)
+    return entry is not None
 
 
 async def collect_history(

@@ -258,7 +258,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
             h = history[ch]
             entry: DeltaChannelHistory = {"writes": [(t, c, codec.loads(b)) for t, c, b in h.writes]}
             if h.seed is not None:
-                entry["seed"] = codec.decode_channel(h.seed)[1]
+                entry["seed"] = codec.decode_channel(h.seed)
             out[ch] = entry
         return out
 
