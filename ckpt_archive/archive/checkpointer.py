@@ -35,7 +35,7 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..model import Checkpoint, CheckpointInfo
-from . import layout
+from . import layout, pages
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
 from .store import ObjectStore
@@ -161,26 +161,32 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 start, state = i + 1, cached
                 break
         todo = chain[start:]
+        page_refs = {p["digest"]: p for r in todo if r["ref"]["type"] == "snapshot" for p in r["ref"].get("pages", [])}
         keys = sorted({r["ref"]["key"] for r in todo if r["ref"]["type"] in ("snapshot", "segment")})
+        keys += [p["key"] for p in page_refs.values()]
         datas = dict(zip(keys, await self.store.get_many(keys), strict=True))
         readers: dict[str, SegmentReader] = {}
         for rec in todo:
             ref, cid = rec["ref"], rec["id"]
             if ref["type"] in ("snapshot", "segment"):
-                data = datas[ref["key"]]
-                if data is None:
-                    raise MissingObject(
-                        "object referenced by the manifest is missing",
-                        thread_id=thread_id,
-                        checkpoint_id=cid,
-                        key=ref["key"],
-                    )
+                data = self._fetched(datas, ref["key"], thread_id, cid)
                 if ref["key"] not in readers and ref["type"] == "segment":
                     verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                if table:
+                    items = {
+                        d: pages.decode_page(
+                            self._fetched(datas, page_refs[d]["key"], thread_id, cid),
+                            page_refs[d],
+                            thread_id=thread_id,
+                            checkpoint_id=cid,
+                        )
+                        for d in {d for ds in table.values() for d in ds}
+                    }
+                    state = pages.join(state, table, items)
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -195,6 +201,18 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
         self._remember(chain[-1]["id"], state)
         return state
+
+    @staticmethod
+    def _fetched(datas: dict[str, bytes | None], key: str, thread_id: str, checkpoint_id: str) -> bytes:
+        data = datas.get(key)
+        if data is None:
+            raise MissingObject(
+                "object referenced by the manifest is missing",
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                key=key,
+            )
+        return data
 
     def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
         f = rec.get("fields", {})
@@ -348,10 +366,15 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state)
+            known = self._known_pages(m, parent_id)
+            tails, table, new_pages, page_refs = pages.split(state, lambda d: layout.page_key(m.thread_id, d), known)
+            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, tails, table)
             writes.append(self.store.put(key, data))
+            writes.extend(self.store.put(k, d) for k, d in new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-            record.update(kind="full", depth=0, ref=ref, bytes=len(data))
+            if page_refs:
+                ref["pages"] = page_refs
+            record.update(kind="full", depth=0, ref=ref, bytes=len(data) + sum(len(d) for _, d in new_pages))
             compact = self._compact_action(m)
             if compact is not None:
                 action, segment_key, segment = compact
@@ -369,6 +392,14 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
         return actions, writes, state
+
+    @staticmethod
+    def _known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
+        """Pages already stored that the new snapshot may reuse: those of the parent chain's snapshot."""
+        if parent_id is None:
+            return {}
+        base = m.chain(parent_id)[0]["ref"]
+        return {p["digest"]: p for p in base.get("pages", [])}
 
     def _compact_action(self, m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
         """Move every inline delta of the thread into one Parquet segment (a row group each)."""
