@@ -137,28 +137,28 @@ def test_unchanged_channels_and_appended_lists_are_stored_once() -> None:
 
 
 def test_get_tuple_and_list_cost_constant_requests(s3_server: S3Server) -> None:
-    """Latest get_tuple / list(limit=2) on a cold saver: the same request count at 12 and 32 checkpoints."""
+    """Latest get_tuple / list(limit=2) on a cold saver: the same request count at 6 and 26 checkpoints."""
     costs = {}
-    for n in (12, 32):
+    for n in (6, 26):  # same position relative to the last snapshot (interval 5)
         url = s3_server.make_bucket(f"lg-economy-{n}") + "/a"
         opts = s3_server.storage_options()
-        _grow(ArchiveSaver.from_url(url, opts), "t", n)
+        _grow(ArchiveSaver.from_url(url, opts, full_snapshot_interval=5), "t", n)
         for what in ("get", "list"):
-            cold = ArchiveSaver.from_url(url, opts)
+            cold = ArchiveSaver.from_url(url, opts, full_snapshot_interval=5)
             s3_server.reset_counts()
             if what == "get":
                 assert cold.get_tuple(_config("t")) is not None
             else:
                 assert len(list(cold.list(_config("t"), limit=2))) == 2
             costs[(n, what)] = s3_server.total()
-        warm = ArchiveSaver.from_url(url, opts)
+        warm = ArchiveSaver.from_url(url, opts, full_snapshot_interval=5)
         warm.get_tuple(_config("t"))
         s3_server.reset_counts()
         warm.get_tuple(_config("t"))
         costs[(n, "warm")] = s3_server.total()
-    assert costs[(12, "get")] == costs[(32, "get")] <= 12, costs
-    assert costs[(12, "list")] == costs[(32, "list")] <= 20, costs
-    assert costs[(12, "warm")] == costs[(32, "warm")] <= 4, costs
+    assert costs[(6, "get")] == costs[(26, "get")] <= 16, costs
+    assert costs[(6, "list")] == costs[(26, "list")] <= 24, costs
+    assert costs[(6, "warm")] == costs[(26, "warm")] <= 4, costs
 
 
 def _stored_bytes(saver: ArchiveSaver) -> int:

@@ -45,7 +45,7 @@ class Maintenance:
         infos = await self.saver.archive.alist(at)
         await self.saver.archive.adelete(at)
         await W.delete_thread(self.saver.store, at)
-        self.saver.forget([i.checkpoint_id for i in infos])
+        self.saver.forget(at, [i.checkpoint_id for i in infos])
 
     async def _fold(self, at: str, index: dict[str, CheckpointInfo], lg_id: str) -> dict[str, Any]:
         state = await self.saver.state(index[lg_id].checkpoint_id) or {}
@@ -64,7 +64,7 @@ class Maintenance:
             states.append(state)
         before = await self.saver.archive.alist(at)
         await self.saver.archive.adelete(at)
-        self.saver.forget([i.checkpoint_id for i in before])
+        self.saver.forget(at, [i.checkpoint_id for i in before])
         for step, (info, state) in enumerate(zip(keep, states, strict=True)):
             record = Checkpoint(
                 thread_id=at,

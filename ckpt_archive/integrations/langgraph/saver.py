@@ -33,6 +33,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
+from ...errors import CheckpointNotFound
 from ...model import Checkpoint, CheckpointInfo, uuid7
 from . import writes as W
 from .encoding import (
@@ -72,6 +73,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         self.store = archive.store
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._state_cache = state_cache
+        self._known: dict[str, dict[str, tuple[str, int]]] = {}  # archive thread -> lg id -> (archive id, step)
         self.maintenance = Maintenance(self)
 
     @classmethod
@@ -102,7 +104,9 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         while len(self._states) > self._state_cache:
             self._states.popitem(last=False)
 
-    def forget(self, checkpoint_ids: Sequence[str]) -> None:
+    def forget(self, at: str, checkpoint_ids: Sequence[str]) -> None:
+        """Drop what this saver remembers of an archive thread that is being rewritten or deleted."""
+        self._known.pop(at, None)
         for cid in checkpoint_ids:
             self._states.pop(cid, None)
 
@@ -135,26 +139,39 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "") or ""
         lg_parent = conf.get("checkpoint_id")
         at = archive_thread(thread_id, ns)
-        infos = await self.archive.alist(at)
-        parent = by_lg_id(infos).get(lg_parent) if lg_parent else None
-        parent_state = await self.state(parent.checkpoint_id) if parent is not None else None
+        known = self._known.get(at, {})
+        if lg_parent and lg_parent in known:  # this saver wrote or read the parent: no manifest read
+            parent_cid, step = known[lg_parent][0], known[lg_parent][1] + 1
+        else:
+            infos = await self.archive.alist(at)
+            parent = by_lg_id(infos).get(lg_parent) if lg_parent else None
+            base = parent if parent is not None else (infos[-1] if infos else None)
+            parent_cid = None if parent is None else parent.checkpoint_id
+            step = 0 if base is None else base.step + 1
+        parent_state = await self.state(parent_cid) if parent_cid is not None else None
         codec = self.codec
         plain, typed = split_metadata(codec, dict(get_checkpoint_metadata(config, metadata)))
         state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
         lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent}
         if typed:
             lg["typed"] = True
-        base = parent if parent is not None else (infos[-1] if infos else None)
         record = Checkpoint(
             thread_id=at,
             checkpoint_id=uuid7(),
-            parent_id=None if parent is None else parent.checkpoint_id,
-            step=0 if base is None else base.step + 1,
+            parent_id=parent_cid,
+            step=step,
             state=state,
             metadata={**plain, LG_KEY: lg},
         )
-        await self.archive.asave(record)
+        try:
+            await self.archive.asave(record)
+        except CheckpointNotFound:
+            if parent_cid is None or lg_parent not in known:
+                raise
+            self._known.pop(at, None)  # the parent went away behind this saver's back: look again
+            return await self._put(config, checkpoint, metadata, new_versions)
         self.remember(record.checkpoint_id, state)
+        self._known.setdefault(at, {})[checkpoint["id"]] = (record.checkpoint_id, step)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
     async def _put_writes(
