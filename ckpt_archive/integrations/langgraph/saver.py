@@ -140,6 +140,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         lg_parent = conf.get("checkpoint_id")
         at = archive_thread(thread_id, ns)
         known = self._known.get(at, {})
+        parent_cid: str | None
         if lg_parent and lg_parent in known:  # this saver wrote or read the parent: no manifest read
             parent_cid, step = known[lg_parent][0], known[lg_parent][1] + 1
         else:
