@@ -160,3 +160,56 @@ def test_interrupt_pending_write_is_visible(tmp_path: Path) -> None:
     assert state.next == ("approve",) and state.interrupts[0].value["tool"] == "calculator"
     graph.invoke(Command(resume="ok"), config)
     assert graph.get_state(config).values["log"] == ["approved call-0: ok"]
+
+
+def _turn(graph: Any, turn: int, config: dict[str, Any], run: str | None = None) -> None:
+    """One turn; with ``run``, each of its two invocations gets its own run id (LangGraph replays a reused one)."""
+    ask = {**config, "metadata": {"run_id": f"{run}-{turn}-ask"}} if run else config
+    resume = {**config, "metadata": {"run_id": f"{run}-{turn}-resume"}} if run else config
+    graph.invoke({"messages": [HumanMessage(f"question {turn}", id=f"human-{turn}")]}, ask)
+    graph.invoke(Command(resume=f"yes {turn}"), resume)
+
+
+def _needs_delta_channel() -> None:
+    try:
+        from langgraph.channels.delta import DeltaChannel  # noqa: F401
+    except ImportError:
+        pytest.skip("installed langgraph has no DeltaChannel")
+
+
+def test_prune_keep_latest_keeps_delta_channel_history(tmp_path: Path) -> None:
+    _needs_delta_channel()
+    saver = ArchiveSaver.from_url(f"memory://{tmp_path.name}-prune")
+    graph = build_graph(saver, delta=True)
+    config = {"configurable": {"thread_id": "t"}}
+    run_turns(graph, "t", 0, 5, "async")
+    before = summary(graph.get_state(config).values)
+    assert len(before["notes"]) == 10
+    latest = saver.get_tuple(config)
+    assert latest is not None and "notes" not in latest.checkpoint["channel_values"]  # rebuilt by replay
+    saver.prune(["t"], strategy="keep_latest")
+    assert len(list(saver.list(config))) == 1
+    assert summary(graph.get_state(config).values) == before
+    _turn(graph, 5, config)
+    assert summary(graph.get_state(config).values) == _reference(
+        {"turns": 6, "durability": "async", "delta": True, "subgraph": False}
+    )
+
+
+def test_delete_for_runs_keeps_later_runs_whole(tmp_path: Path) -> None:
+    _needs_delta_channel()
+    saver = ArchiveSaver.from_url(f"memory://{tmp_path.name}-runs")
+    graph = build_graph(saver, delta=True)
+    config = {"configurable": {"thread_id": "t"}}
+    for turn in range(5):
+        _turn(graph, turn, config, "old" if turn < 3 else "new")
+    before = summary(graph.get_state(config).values)
+    old = [f"old-{turn}-{step}" for turn in range(3) for step in ("ask", "resume")]
+    saver.delete_for_runs(old)
+    runs = {t.metadata.get("run_id") for t in saver.list(config)}
+    assert runs == {f"new-{turn}-{step}" for turn in (3, 4) for step in ("ask", "resume")}
+    assert summary(graph.get_state(config).values) == before
+    _turn(graph, 5, config)
+    assert summary(graph.get_state(config).values) == _reference(
+        {"turns": 6, "durability": "async", "delta": True, "subgraph": False}
+    )
