@@ -33,7 +33,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
-from ...errors import CheckpointNotFound
+from ...errors import CheckpointNotFound, InvalidIdentifier
 from ...model import Checkpoint, CheckpointInfo, uuid7
 from . import writes as W
 from .encoding import (
@@ -50,6 +50,14 @@ from .history import History, collect_history
 from .maintenance import Maintenance
 
 Selected = tuple[str, CheckpointInfo]
+
+
+def target(config: RunnableConfig | None) -> tuple[str, str, dict[str, Any]]:
+    """``(thread_id, checkpoint_ns, configurable)`` of a config, with a typed error when it names no thread."""
+    conf = (config or {}).get("configurable") or {}
+    if conf.get("thread_id") in (None, ""):
+        raise InvalidIdentifier("config['configurable']['thread_id'] is required by ArchiveSaver")
+    return str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""), conf
 
 
 def lg_ids(info: CheckpointInfo) -> tuple[str, str | None]:
@@ -135,8 +143,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        conf = config["configurable"]
-        thread_id, ns = str(conf["thread_id"]), conf.get("checkpoint_ns", "") or ""
+        thread_id, ns, conf = target(config)
         lg_parent = conf.get("checkpoint_id")
         at = archive_thread(thread_id, ns)
         known = self._known.get(at, {})
@@ -178,8 +185,10 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
     async def _put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
     ) -> None:
-        conf = config["configurable"]
-        at = archive_thread(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
+        thread_id, ns, conf = target(config)
+        at = archive_thread(thread_id, ns)
+        if not conf.get("checkpoint_id"):
+            raise InvalidIdentifier("put_writes needs config['configurable']['checkpoint_id']")
         codec = self.codec
         regular: list[list[Any]] = []
         special: list[list[Any]] = []
@@ -212,8 +221,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         )
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        conf = config["configurable"]
-        at = archive_thread(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
+        at = archive_thread(*target(config)[:2])
         index = by_lg_id(await self.archive.alist(at))
         if not index:
             return None
@@ -265,8 +273,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
             await self.maintenance.drop_thread(at)
 
     async def _history(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, DeltaChannelHistory]:
-        conf = config["configurable"]
-        at = archive_thread(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "")
+        at = archive_thread(*target(config)[:2])
         index = by_lg_id(await self.archive.alist(at))
         wanted = get_checkpoint_id(config) or (max(index) if index else None)
         history: dict[str, History] = await collect_history(self, at, index, wanted, list(channels))
