@@ -9,6 +9,7 @@ way, so pruning never silently empties a ``DeltaChannel``.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,53 @@ class History:
         return cls(doc.get("seed"), [(w[0], w[1], w[2]) for w in doc.get("writes", [])])
 
 
+BATCH = 16
+"""Ancestors whose states and writes are read concurrently during a walk."""
+
+
 def _has_value(entry: Any) -> bool:
     return entry is not None
+
+
+def _ancestors(index: dict[str, CheckpointInfo], cursor: str | None) -> list[CheckpointInfo]:
+    """The parent chain from the manifest records alone (LangGraph parent ids are in their metadata)."""
+    from .saver import lg_ids
+
+    out: list[CheckpointInfo] = []
+    seen: set[str] = set()
+    while cursor is not None and cursor not in seen:
+        info = index.get(cursor)
+        if info is None:
+            break
+        seen.add(cursor)
+        out.append(info)
+        cursor = lg_ids(info)[1]
+    return out
+
+
+def _step(
+    state: dict[str, Any],
+    entries: list[W.Entry],
+    remaining: set[str],
+    result: dict[str, History],
+    newest_first: dict[str, list[tuple[str, str, Any]]],
+) -> None:
+    """One ancestor: collect its writes, then stop the channels it holds a value (or a fold) for."""
+    stored = state.get("channels", {})
+    for task_id, _, channel, blob, _ in reversed(entries):
+        if channel in remaining:
+            newest_first[channel].append((task_id, channel, blob))
+    folded = state.get("folded") or {}
+    for ch in list(remaining):
+        if _has_value(stored.get(ch)):
+            result[ch].seed = stored[ch]
+        elif ch in folded:
+            old = History.from_json(folded[ch])
+            newest_first[ch].extend(reversed(old.writes))
+            result[ch].seed = old.seed
+        else:
+            continue
+        remaining.discard(ch)
 
 
 async def collect_history(
@@ -57,28 +103,19 @@ async def collect_history(
         if ch in remaining:
             result[ch] = History.from_json(doc)
             remaining.discard(ch)
-    cursor = lg_ids(info)[1]
-    while cursor is not None and remaining:
-        info = index.get(cursor)
-        if info is None:
+    ancestors = _ancestors(index, lg_ids(info)[1])
+    for start in range(0, len(ancestors), BATCH):
+        if not remaining:
             break
-        state = await saver.state(info.checkpoint_id) or {}
-        stored = state.get("channels", {})
-        for task_id, _, channel, blob, _ in reversed(await W.read_entries(saver.store, at, cursor)):
-            if channel in remaining:
-                newest_first[channel].append((task_id, channel, blob))
-        folded = state.get("folded") or {}
-        for ch in list(remaining):
-            if _has_value(stored.get(ch)):
-                result[ch].seed = stored[ch]
-            elif ch in folded:
-                old = History.from_json(folded[ch])
-                newest_first[ch].extend(reversed(old.writes))
-                result[ch].seed = old.seed
-            else:
-                continue
-            remaining.discard(ch)
-        cursor = lg_ids(info)[1]
+        batch = ancestors[start : start + BATCH]  # fetched concurrently, scanned newest first
+        fetched = await asyncio.gather(
+            asyncio.gather(*(saver.state(a.checkpoint_id) for a in batch)),
+            asyncio.gather(*(W.read_entries(saver.store, at, lg_ids(a)[0]) for a in batch)),
+        )
+        for state, entries in zip(*fetched, strict=True):
+            if not remaining:
+                break
+            _step(state or {}, entries, remaining, result, newest_first)
     for ch, collected in newest_first.items():
         if collected:  # channels folded at the target itself collected nothing here
             result[ch].writes = list(reversed(collected))
