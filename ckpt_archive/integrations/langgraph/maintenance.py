@@ -7,7 +7,9 @@ first gets the DeltaChannel history it would have replayed through the removed a
 its state (``state["folded"]``, see ``history.py``), so pruning never silently empties a channel.
 
 Not atomic: a crash between the delete and the re-saves loses the kept checkpoints of that thread.
-(The chain-aware ``ArchiveCheckpointer.remove`` of the retention work will replace the rewrite.)
+When the archive offers the chain-aware retention API (``aremove``, ``aupdate_state``,
+``acopy_thread``), it is used instead: folds are written with ``aupdate_state`` first, then the removed
+checkpoints go with ``aremove`` (and copies are server-side), so nothing is ever rewritten.
 """
 
 from __future__ import annotations
@@ -92,7 +94,17 @@ class Maintenance:
             lg_id, parent = lg_ids(info)
             if parent is not None and parent in removed_lg:
                 folds[info.checkpoint_id] = await self._fold(at, index, lg_id)
-        await self._rewrite(at, keep, folds)
+        archive: Any = self.saver.archive
+        if hasattr(archive, "aremove") and hasattr(archive, "aupdate_state"):  # chain-aware retention
+            for info in keep:
+                if info.checkpoint_id in folds:
+                    state = {**(await self.saver.state(info.checkpoint_id) or {}), "folded": folds[info.checkpoint_id]}
+                    await archive.aupdate_state(info.checkpoint_id, state, info.version)
+                    self.saver.remember(info.checkpoint_id, state)
+            await archive.aremove(at, [i.checkpoint_id for i in removed])
+            self.saver.forget(at, [i.checkpoint_id for i in removed])
+        else:
+            await self._rewrite(at, keep, folds)
         for lg_id in removed_lg:
             await W.delete_checkpoint(self.saver.store, at, lg_id)
 
@@ -126,12 +138,18 @@ class Maintenance:
     async def copy_thread(self, source: str, target: str) -> None:
         from .saver import lg_ids
 
+        archive: Any = self.saver.archive
         for at in await self.saver.thread_ids(source):
             dst = archive_thread(target, split_thread(at)[1])
             existing = await self.saver.archive.alist(dst)
             step = existing[-1].step + 1 if existing else 0
             infos = await self.saver.archive.alist(at)
-            for info in infos:
+            if not existing and hasattr(archive, "acopy_thread"):  # server-side copies of the objects
+                await archive.acopy_thread(at, dst)
+                infos_to_save: list[CheckpointInfo] = []
+            else:
+                infos_to_save = infos
+            for info in infos_to_save:
                 state = await self.saver.state(info.checkpoint_id)
                 if state is None:
                     continue
