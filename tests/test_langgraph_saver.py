@@ -248,3 +248,5 @@ def test_from_url_and_reexport() -> None:
     assert saver.archive.full_snapshot_interval == 3
     assert saver.get_next_version(None, None) == 1 and saver.get_next_version(1, None) == 2
     assert saver.get_next_version("00000000000000000000000000000007.5", None).startswith("0" * 31 + "8.")
+    clone = saver.with_allowlist([("my_module", "MyType")])
+    assert clone is not saver and clone.maintenance.saver is clone and clone.codec.serde is clone.serde

@@ -82,7 +82,6 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._state_cache = state_cache
         self._known: dict[str, dict[str, tuple[str, int]]] = {}  # archive thread -> lg id -> (archive id, step)
-        self.maintenance = Maintenance(self)
 
     @classmethod
     def from_url(
@@ -100,6 +99,11 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
             url, storage_options, full_snapshot_interval=full_snapshot_interval, single_writer=single_writer
         )
         return cls(archive, serde=serde, **kw)
+
+    @property
+    def maintenance(self) -> Maintenance:
+        """Built on access: ``with_allowlist`` clones the saver, and the clone must use its own serde."""
+        return Maintenance(self)
 
     @property
     def codec(self) -> SerdeCodec:
