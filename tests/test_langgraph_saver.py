@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import ckpt_archive as ca
 from ckpt_archive.integrations.langgraph import ArchiveSaver, UnknownPruneStrategy
@@ -248,5 +250,6 @@ def test_from_url_and_reexport() -> None:
     assert saver.archive.full_snapshot_interval == 3
     assert saver.get_next_version(None, None) == 1 and saver.get_next_version(1, None) == 2
     assert saver.get_next_version("00000000000000000000000000000007.5", None).startswith("0" * 31 + "8.")
-    clone = saver.with_allowlist([("my_module", "MyType")])
-    assert clone is not saver and clone.maintenance.saver is clone and clone.codec.serde is clone.serde
+    clone = copy.copy(saver)  # what BaseCheckpointSaver.with_allowlist does before swapping the serde
+    clone.serde = JsonPlusSerializer(pickle_fallback=False)
+    assert clone.maintenance.saver is clone and clone.codec.serde is clone.serde is not saver.serde
