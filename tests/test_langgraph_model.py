@@ -108,6 +108,16 @@ class SaverModel(RuleBasedStateMachine):
         spec = [_view(t) for t in self.spec.list(conf, filter={"step": step}, limit=limit)]
         assert ours == spec
 
+    @rule(data=st.data(), limit=st.one_of(st.none(), st.integers(1, 3)))
+    def list_page(self, data: st.DataObject, limit: int | None) -> None:
+        """A page of one namespace's history, newest first, optionally before one of its checkpoints."""
+        thread, ns = data.draw(st.sampled_from(THREADS)), data.draw(st.sampled_from(NAMESPACES))
+        conf = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+        mine = [c for c in self.configs if c["configurable"] == {**c["configurable"], **conf["configurable"]}]
+        before = data.draw(st.sampled_from(mine)) if mine and data.draw(st.booleans()) else None
+        ours = [_view(t) for t in self.ours.list(conf, before=before, limit=limit)]
+        assert ours == [_view(t) for t in self.spec.list(conf, before=before, limit=limit)]
+
     @invariant()
     def same_latest_and_history(self) -> None:
         if not hasattr(self, "ours"):
@@ -121,5 +131,5 @@ class SaverModel(RuleBasedStateMachine):
         assert ours == sorted(t.checkpoint["id"] for t in self.spec.list(None))
 
 
-SaverModel.TestCase.settings = settings(max_examples=12, stateful_step_count=12, deadline=None)
+SaverModel.TestCase.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)
 test_archive_saver_matches_in_memory_saver = SaverModel.TestCase
