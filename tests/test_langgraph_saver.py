@@ -114,6 +114,9 @@ def test_sync_roundtrip_list_filters_and_writes() -> None:
     assert [t.config["configurable"]["thread_id"] for t in saver.list(None, limit=10)] == ["t"] * 5
     saver.copy_thread("t", "u")
     assert [t.checkpoint["id"] for t in saver.list(_config("u"))] == ids
+    saver.copy_thread("t", "u")  # into a thread that has checkpoints: appended, later copies win
+    assert [t.checkpoint["id"] for t in saver.list(_config("u"))] == ids and len(saver.archive.list("u")) == 10
+    assert saver.get_tuple(_config("u", checkpoint_id=ids[0])) is not None
     saver.prune(["u"], strategy="keep_latest")
     kept = list(saver.list(_config("u")))
     assert [t.checkpoint["id"] for t in kept] == ids[:1] and len(kept[0].pending_writes or []) == 2

@@ -1,15 +1,11 @@
-"""delete_thread, delete_for_runs, copy_thread and prune for ArchiveSaver.
+"""delete_thread, delete_for_runs, copy_thread and prune for ArchiveSaver, on the archive's retention API.
 
-Removing some checkpoints of an archive thread *rewrites* that thread: the states of the kept
-checkpoints are read, the thread is deleted and they are saved again in their order under their
-own archive ids (a fresh snapshot plus deltas). A kept checkpoint whose LangGraph parent is removed
-first gets the DeltaChannel history it would have replayed through the removed ancestors folded into
-its state (``state["folded"]``, see ``history.py``), so pruning never silently empties a channel.
-
-Not atomic: a crash between the delete and the re-saves loses the kept checkpoints of that thread.
-When the archive offers the chain-aware retention API (``aremove``, ``aupdate_state``,
-``acopy_thread``), it is used instead: folds are written with ``aupdate_state`` first, then the removed
-checkpoints go with ``aremove`` (and copies are server-side), so nothing is ever rewritten.
+Removing checkpoints uses the archive's chain-aware ``aremove`` (every kept checkpoint still loads to
+the same state). Before that, a kept checkpoint whose LangGraph parent is removed gets the DeltaChannel
+history it would have replayed through the removed ancestors folded into its state with
+``aupdate_state`` (``state["folded"]``, see ``history.py``), so pruning never silently empties a channel;
+the fold is committed before the removal, so a crash in between loses nothing. ``copy_thread`` is the
+archive's server-side ``acopy_thread`` (records keep their LangGraph ids), plus the pending writes.
 """
 
 from __future__ import annotations
@@ -55,30 +51,6 @@ class Maintenance:
         history = await collect_history(self.saver, at, index, lg_id, channels)
         return {ch: h.to_json() for ch, h in history.items() if h.seed is not None or h.writes}
 
-    async def _rewrite(self, at: str, keep: list[CheckpointInfo], folds: dict[str, dict[str, Any]]) -> None:
-        states = []
-        for info in keep:
-            state = await self.saver.state(info.checkpoint_id)
-            if state is None:
-                raise CheckpointError(f"checkpoint {info.checkpoint_id!r} of thread {at!r} vanished while rewriting")
-            if info.checkpoint_id in folds:
-                state = {**state, "folded": folds[info.checkpoint_id]}
-            states.append(state)
-        before = await self.saver.archive.alist(at)
-        await self.saver.archive.adelete(at)
-        self.saver.forget(at, [i.checkpoint_id for i in before])
-        for step, (info, state) in enumerate(zip(keep, states, strict=True)):
-            record = Checkpoint(
-                thread_id=at,
-                checkpoint_id=info.checkpoint_id,
-                step=step,
-                state=state,
-                metadata=info.metadata,
-                created_at=info.created_at,
-            )
-            await self.saver.archive.asave(record)
-            self.saver.remember(info.checkpoint_id, state)
-
     async def _remove(self, at: str, infos: list[CheckpointInfo], removed: list[CheckpointInfo]) -> None:
         from .saver import by_lg_id, lg_ids
 
@@ -94,17 +66,14 @@ class Maintenance:
             lg_id, parent = lg_ids(info)
             if parent is not None and parent in removed_lg:
                 folds[info.checkpoint_id] = await self._fold(at, index, lg_id)
-        archive: Any = self.saver.archive
-        if hasattr(archive, "aremove") and hasattr(archive, "aupdate_state"):  # chain-aware retention
-            for info in keep:
-                if info.checkpoint_id in folds:
-                    state = {**(await self.saver.state(info.checkpoint_id) or {}), "folded": folds[info.checkpoint_id]}
-                    await archive.aupdate_state(info.checkpoint_id, state, info.version)
-                    self.saver.remember(info.checkpoint_id, state)
-            await archive.aremove(at, [i.checkpoint_id for i in removed])
-            self.saver.forget(at, [i.checkpoint_id for i in removed])
-        else:
-            await self._rewrite(at, keep, folds)
+        archive = self.saver.archive
+        for info in keep:  # folds first: if the removal never happens, nothing was lost
+            if info.checkpoint_id in folds:
+                state = {**(await self.saver.state(info.checkpoint_id) or {}), "folded": folds[info.checkpoint_id]}
+                await archive.aupdate_state(info.checkpoint_id, state, info.version)
+                self.saver.remember(info.checkpoint_id, state)
+        await archive.aremove(at, [i.checkpoint_id for i in removed])
+        self.saver.forget(at, [i.checkpoint_id for i in removed])
         for lg_id in removed_lg:
             await W.delete_checkpoint(self.saver.store, at, lg_id)
 
@@ -138,31 +107,30 @@ class Maintenance:
     async def copy_thread(self, source: str, target: str) -> None:
         from .saver import lg_ids
 
-        archive: Any = self.saver.archive
         for at in await self.saver.thread_ids(source):
             dst = archive_thread(target, split_thread(at)[1])
             existing = await self.saver.archive.alist(dst)
-            step = existing[-1].step + 1 if existing else 0
             infos = await self.saver.archive.alist(at)
-            if not existing and hasattr(archive, "acopy_thread"):  # server-side copies of the objects
-                await archive.acopy_thread(at, dst)
-                infos_to_save: list[CheckpointInfo] = []
-            else:
-                infos_to_save = infos
-            for info in infos_to_save:
-                state = await self.saver.state(info.checkpoint_id)
-                if state is None:
-                    continue
-                record = Checkpoint(
-                    thread_id=dst,
-                    checkpoint_id=uuid7(),
-                    step=step,
-                    state=state,
-                    metadata=info.metadata,
-                    created_at=info.created_at,
-                )
-                await self.saver.archive.asave(record)
-                self.saver.remember(record.checkpoint_id, state)
-                step += 1
+            if not existing:  # one commit, server-side copies of the objects
+                await self.saver.archive.acopy_thread(at, dst)
+            else:  # appending to a thread that has checkpoints: save copies after its head
+                await self._append_copies(dst, existing[-1].step + 1, infos)
             for lg_id in dict.fromkeys(lg_ids(i)[0] for i in infos):
                 await W.copy_entries(self.saver.store, at, dst, lg_id)
+
+    async def _append_copies(self, dst: str, step: int, infos: list[CheckpointInfo]) -> None:
+        for info in infos:
+            state = await self.saver.state(info.checkpoint_id)
+            if state is None:
+                continue
+            record = Checkpoint(
+                thread_id=dst,
+                checkpoint_id=uuid7(),
+                step=step,
+                state=state,
+                metadata=info.metadata,
+                created_at=info.created_at,
+            )
+            await self.saver.archive.asave(record)
+            self.saver.remember(record.checkpoint_id, state)
+            step += 1
