@@ -7,6 +7,7 @@ from .chain import DeltaConfig
 from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
 from .delta import apply, diff
 from .errors import (
+    BindingMismatch,
     BrokenChain,
     CheckpointConflict,
     CheckpointError,
@@ -19,17 +20,23 @@ from .errors import (
     InvalidIdentifier,
     InvalidState,
     MissingObject,
+    ProtectionError,
+    ProtectionMismatch,
     ReservedMetadataKey,
+    SessionFlushConflict,
+    StateValidationError,
     TruncatedObject,
+    UnprovableCheckpoint,
     UnsafeBackend,
     UnsupportedFormatVersion,
 )
-from .model import Checkpoint, CheckpointInfo
+from .model import Checkpoint, CheckpointInfo, IntegrityStatus, Protection, binding_digest, content_digest
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArchiveCheckpointer",
+    "BindingMismatch",
     "BrokenChain",
     "Checkpoint",
     "CheckpointConflict",
@@ -44,16 +51,25 @@ __all__ = [
     "DigestMismatch",
     "DuplicateCheckpointId",
     "IntegrityError",
+    "IntegrityStatus",
     "InvalidIdentifier",
     "InvalidState",
     "MemoryCheckpointer",
     "MissingObject",
     "ObjectStore",
+    "Protection",
+    "ProtectionError",
+    "ProtectionMismatch",
     "ReservedMetadataKey",
+    "SessionFlushConflict",
+    "StateValidationError",
     "TruncatedObject",
+    "UnprovableCheckpoint",
     "UnsafeBackend",
     "UnsupportedFormatVersion",
     "apply",
+    "binding_digest",
+    "content_digest",
     "diff",
     "open_archive",
 ]

@@ -16,9 +16,9 @@ from typing import Any, Protocol, runtime_checkable
 from . import codec
 from ._sync import run_async, run_sync
 from .chain import DeltaConfig, snapshot_due
-from .delta import Delta, apply, diff
+from .delta import Delta, apply_checkpoint, diff_checkpoint
 from .errors import BrokenChain, CheckpointNotFound, DuplicateCheckpointId
-from .model import RESERVED_PREFIX, Checkpoint, CheckpointInfo
+from .model import RESERVED_PREFIX, Checkpoint, CheckpointInfo, Protection
 
 
 @runtime_checkable
@@ -107,6 +107,7 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
+        checkpoint.check_protection()
         with self._lock:
             if checkpoint.checkpoint_id in self._owner:
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint.checkpoint_id!r} is already saved")
@@ -126,14 +127,19 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
     async def _load(self, thread_id: str) -> Checkpoint | None:
         with self._lock:
             chain = self._threads_map.get(thread_id)
-            return copy.deepcopy(next(reversed(chain.values()))) if chain else None
+            found = copy.deepcopy(next(reversed(chain.values()))) if chain else None
+        if found is not None:
+            found.check_protection()
+        return found
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         with self._lock:
             thread = self._owner.get(checkpoint_id)
             if thread is None:
                 return None
-            return copy.deepcopy(self._threads_map[thread][checkpoint_id])
+            found = copy.deepcopy(self._threads_map[thread][checkpoint_id])
+        found.check_protection()
+        return found
 
     async def _list(self, thread_id: str) -> list[CheckpointInfo]:
         with self._lock:
@@ -164,30 +170,33 @@ def _info(c: Checkpoint, kind: str, stored: int, metadata: dict[str, Any] | None
 
 
 _MARK = RESERVED_PREFIX + "delta"
+Content = tuple[dict[str, Any], list[Any]]
+"""A checkpoint's content: its state and its messages."""
 
 
 class DeltaCheckpointer(AsyncCoreCheckpointer):
     """Wraps any checkpointer: snapshots every N steps, deltas in between.
 
     The inner checkpointer receives ordinary ``Checkpoint`` objects: a delta is
-    stored as ``state = {"ops": [...]}`` with a reserved metadata marker
-    recording the kind and the chain depth, so any backend can hold it.
+    stored as ``state = {"ops": [...]}`` (message ops tagged ``target: messages``,
+    ``messages = []``) with a reserved metadata marker recording the kind, the
+    chain depth and the checkpoint's protection, so any backend can hold it.
     """
 
     def __init__(self, inner: Checkpointer, config: DeltaConfig | None = None, *, cache_size: int = 64):
         self.inner = inner
         self.config = config or DeltaConfig()
-        self._cache: OrderedDict[str, tuple[dict[str, Any], int]] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[Content, int]] = OrderedDict()
         self._cache_size = cache_size
 
-    def _remember(self, checkpoint_id: str, state: dict[str, Any], depth: int) -> None:
-        self._cache[checkpoint_id] = (state, depth)
+    def _remember(self, checkpoint_id: str, content: Content, depth: int) -> None:
+        self._cache[checkpoint_id] = (content, depth)
         self._cache.move_to_end(checkpoint_id)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
 
-    async def _resolve(self, stored: Checkpoint) -> tuple[dict[str, Any], int]:
-        """Full state and depth of a stored checkpoint, replaying from its snapshot."""
+    async def _resolve(self, stored: Checkpoint) -> tuple[Content, int]:
+        """Full state, messages and depth of a stored checkpoint, replaying from its snapshot."""
         cached = self._cache.get(stored.checkpoint_id)
         if cached is not None:
             return copy.deepcopy(cached[0]), cached[1]
@@ -204,7 +213,7 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
             if depth is None:
                 depth = int(mark.get("depth", 0))
             if mark["kind"] == "full":
-                base = node.state
+                state, messages = node.state, node.messages
                 break
             pending.append(node.state.get("ops", []))
             if node.parent_id is None:
@@ -217,18 +226,29 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
                     checkpoint_id=node.checkpoint_id,
                 )
             node = parent
-        state = base
         for ops in reversed(pending):
-            state = apply(state, ops)
-        self._remember(stored.checkpoint_id, state, depth)
-        return copy.deepcopy(state), depth
+            state, messages = apply_checkpoint(state, messages, ops)
+        self._remember(stored.checkpoint_id, (state, messages), depth)
+        return copy.deepcopy((state, messages)), depth
 
-    def _unwrap(self, stored: Checkpoint, state: dict[str, Any]) -> Checkpoint:
+    def _unwrap(self, stored: Checkpoint, content: Content) -> Checkpoint:
+        mark = stored.metadata.get(_MARK)
+        protection = mark.get("protection") if isinstance(mark, dict) else None
         meta = {k: v for k, v in stored.metadata.items() if k != _MARK}
-        return stored.model_copy(update={"state": state, "metadata": meta})
+        out = stored.model_copy(
+            update={
+                "state": content[0],
+                "messages": content[1],
+                "metadata": meta,
+                "protection": None if protection is None else Protection.model_validate(protection),
+            }
+        )
+        out.check_protection()
+        return out
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
+        checkpoint.check_protection()
         parent_id = checkpoint.parent_id
         parent: Checkpoint | None
         if parent_id is None:
@@ -239,23 +259,30 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
                 raise CheckpointNotFound(
                     f"parent {parent_id!r} is not a checkpoint of thread {checkpoint.thread_id!r}"
                 )
-        parent_state, parent_depth = (None, None) if parent is None else await self._resolve(parent)
+        parent_content, parent_depth = (None, None) if parent is None else await self._resolve(parent)
         interval = self.config.full_snapshot_interval
-        if parent is None or parent_state is None or snapshot_due(checkpoint.step, parent_depth, interval):
-            depth, stored_state, kind = 0, checkpoint.state, "full"
+        content = (checkpoint.state, checkpoint.messages)
+        if parent is None or parent_content is None or snapshot_due(checkpoint.step, parent_depth, interval):
+            depth, kind = 0, "full"
+            stored_state, stored_messages = content
         else:
-            depth = (parent_depth or 0) + 1
-            stored_state, kind = {"ops": diff(parent_state, checkpoint.state)}, "delta"
-        marker = {**checkpoint.metadata, _MARK: {"kind": kind, "depth": depth}}
+            depth, kind = (parent_depth or 0) + 1, "delta"
+            ops = diff_checkpoint(*parent_content, *content)
+            stored_state, stored_messages = {"ops": ops}, []
+        mark: dict[str, Any] = {"kind": kind, "depth": depth}
+        if checkpoint.protection is not None:
+            mark["protection"] = checkpoint.protection.model_dump()
         stored = checkpoint.model_copy(
             update={
                 "state": stored_state,
-                "metadata": marker,
+                "messages": stored_messages,
+                "protection": None,
+                "metadata": {**checkpoint.metadata, _MARK: mark},
                 "parent_id": None if parent is None else parent.checkpoint_id,
             }
         )
         cid = await self.inner.asave(stored)
-        self._remember(cid, copy.deepcopy(checkpoint.state), depth)
+        self._remember(cid, copy.deepcopy(content), depth)
         return cid
 
     async def _load(self, thread_id: str) -> Checkpoint | None:

@@ -25,7 +25,7 @@ from .. import codec
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
 from ..checkpointer import AsyncCoreCheckpointer
-from ..delta import Delta, apply, diff
+from ..delta import Delta, apply_checkpoint, diff_checkpoint
 from ..errors import (
     CheckpointConflict,
     CheckpointNotFound,
@@ -34,11 +34,14 @@ from ..errors import (
     MissingObject,
     UnsupportedFormatVersion,
 )
-from ..model import Checkpoint, CheckpointInfo
+from ..model import Checkpoint, CheckpointInfo, Protection
 from . import layout
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
-from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
+from .objects import SegmentReader, decode_snapshot_content, encode_segment, encode_snapshot, verify
 from .store import ObjectStore
+
+Content = tuple[dict[str, Any], list[Any]]
+"""A checkpoint's content: (state, messages)."""
 
 
 class ArchiveCheckpointer(AsyncCoreCheckpointer):
@@ -59,7 +62,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         self.full_snapshot_interval = full_snapshot_interval
         self._manifests: dict[str, Manifest] = {}
         self._folded_seq: dict[str, int | None] = {}
-        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._states: OrderedDict[str, Content] = OrderedDict()
         self._state_cache = state_cache
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
@@ -71,8 +74,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             lock = self._locks[thread_id] = asyncio.Lock()
         return lock
 
-    def _remember(self, checkpoint_id: str, state: dict[str, Any]) -> None:
-        self._states[checkpoint_id] = state
+    def _remember(self, checkpoint_id: str, content: Content) -> None:
+        self._states[checkpoint_id] = content
         self._states.move_to_end(checkpoint_id)
         while len(self._states) > self._state_cache:
             self._states.popitem(last=False)
@@ -153,12 +156,13 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         return await self._fold_forward(m)
 
     # -- reconstructing states ---------------------------------------------------
-    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
+    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> Content:
+        messages: list[Any] = []
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
             cached = self._states.get(chain[i]["id"])
             if cached is not None:
-                start, state = i + 1, cached
+                start, (state, messages) = i + 1, cached
                 break
         todo = chain[start:]
         keys = sorted({r["ref"]["key"] for r in todo if r["ref"]["type"] in ("snapshot", "segment")})
@@ -180,7 +184,9 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                state, messages = decode_snapshot_content(
+                    data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"]
+                )
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -190,29 +196,38 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 ops = inline.get(cid, [])
             else:
                 ops = []
-            state = apply(state, ops)
+            state, messages = apply_checkpoint(state, messages, ops)
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
-        self._remember(chain[-1]["id"], state)
-        return state
+        self._remember(chain[-1]["id"], (state, messages))
+        return state, messages
 
-    def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
+    def _checkpoint(self, thread_id: str, rec: Record, content: Content) -> Checkpoint:
+        """The caller's private copy of a checkpoint; its protection, when present, is checked."""
         f = rec.get("fields", {})
-        return Checkpoint.model_construct(
+        state, messages = codec.loads(codec.dumps(content))
+        protection = f.get("protection")
+        ckpt = Checkpoint.model_construct(
             thread_id=thread_id,
             checkpoint_id=rec["id"],
             parent_id=rec.get("parent"),
             step=rec["step"],
-            state=codec.loads(codec.dumps(state)),  # a private copy for the caller
+            state=state,
             pending_nodes=list(f.get("pending_nodes", [])),
             metadata=dict(rec.get("metadata", {})),
             created_at=datetime.fromisoformat(rec["created_at"]),
             cleared_interrupt=f.get("cleared_interrupt"),
             attempts=dict(f.get("attempts", {})),
             child_ledger=dict(f.get("child_ledger", {})),
+            run_id=f.get("run_id"),
+            node_id=f.get("node_id"),
+            messages=messages,
+            protection=None if protection is None else Protection.model_validate(protection),
         )
+        ckpt.check_protection()
+        return ckpt
 
-    async def _state_of(self, m: Manifest, checkpoint_id: str) -> dict[str, Any]:
+    async def _content_of(self, m: Manifest, checkpoint_id: str) -> Content:
         cached = self._states.get(checkpoint_id)
         if cached is not None:
             return cached
@@ -227,19 +242,19 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             hint = await self._read_hint(thread_id)
             if hint is not None and hint.get("chain"):
                 chain, inline = hint_chain(hint)
-                probe, state = await asyncio.gather(
+                probe, content = await asyncio.gather(
                     self.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
                     self._materialize(thread_id, chain, inline),
                 )
                 if probe is None:
-                    return self._checkpoint(thread_id, chain[-1], state)
+                    return self._checkpoint(thread_id, chain[-1], content)
             m = await self._manifest(thread_id, hint=hint)
         else:
             m = await self._manifest(thread_id)
         if m.head is None:
             return None
         rec = m.records[m.head]
-        return self._checkpoint(thread_id, rec, await self._state_of(m, m.head))
+        return self._checkpoint(thread_id, rec, await self._content_of(m, m.head))
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         await self._check_root()
@@ -251,7 +266,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         rec = m.records.get(checkpoint_id)
         if rec is None:
             return None
-        return self._checkpoint(thread_id, rec, await self._state_of(m, checkpoint_id))
+        return self._checkpoint(thread_id, rec, await self._content_of(m, checkpoint_id))
 
     async def _list(self, thread_id: str) -> list[CheckpointInfo]:
         await self._check_root()
@@ -286,6 +301,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
+        checkpoint.check_protection()
         thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
         layout.thread_dir(thread_id)
         layout.id_key(cid)
@@ -300,7 +316,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, writes, state = await self._prepare(m, checkpoint, parent_id)
+                actions, writes, content = await self._prepare(m, checkpoint, parent_id)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
                     index_written = True
@@ -317,15 +333,15 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             new = m.copy()
             new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
-            self._remember(cid, state)
+            self._remember(cid, content)
             await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
         return cid
 
     async def _prepare(
         self, m: Manifest, ckpt: Checkpoint, parent_id: str | None
-    ) -> tuple[list[dict[str, Any]], list[Any], dict[str, Any]]:
-        """Actions of the commit, payload writes to run before it, and the new state."""
-        state = codec.loads(codec.dumps(ckpt.state))
+    ) -> tuple[list[dict[str, Any]], list[Any], Content]:
+        """Actions of the commit, payload writes to run before it, and the new content."""
+        state, messages = codec.loads(codec.dumps([ckpt.state, ckpt.messages]))
         parent = m.records.get(parent_id) if parent_id else None
         depth = None if parent is None else int(parent["depth"])
         record: Record = {
@@ -342,11 +358,16 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             },
             "version": 1,
         }
+        for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
+            if getattr(ckpt, name) is not None:
+                record["fields"][name] = getattr(ckpt, name)
+        if ckpt.protection is not None:
+            record["fields"]["protection"] = ckpt.protection.model_dump()
         writes: list[Any] = []
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state)
+            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state, messages)
             writes.append(self.store.put(key, data))
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
             record.update(kind="full", depth=0, ref=ref, bytes=len(data))
@@ -357,7 +378,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 actions.append(action)
             actions.insert(0, {"action": "add", "record": record})
         else:
-            ops = diff(await self._state_of(m, parent_id), state)
+            ops = diff_checkpoint(*await self._content_of(m, parent_id), state, messages)
             assert depth is not None
             record.update(kind="delta", depth=depth + 1)
             if ops:
@@ -366,7 +387,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             else:
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
-        return actions, writes, state
+        return actions, writes, (state, messages)
 
     def _compact_action(self, m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
         """Move every inline delta of the thread into one Parquet segment (a row group each)."""

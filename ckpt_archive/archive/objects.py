@@ -27,8 +27,11 @@ SEGMENT_SCHEMA = pa.schema(
         ("key", pa.string()),
         ("path", pa.string()),
         ("value", pa.string()),
+        ("target", pa.string()),
     ]
 )
+"""``target`` is null for a state op and ``"messages"`` for an op on the message list; segments
+written before the column existed have no ``target`` column (every row is a state op)."""
 _META_VERSION = b"ckpt_archive.format_version"
 
 
@@ -50,18 +53,29 @@ def verify(data: bytes, ref: dict[str, Any], *, thread_id: str, checkpoint_id: s
         )
 
 
-def encode_snapshot(thread_id: str, checkpoint_id: str, state: dict[str, Any]) -> bytes:
-    doc = {
+def encode_snapshot(
+    thread_id: str, checkpoint_id: str, state: dict[str, Any], messages: list[Any] | None = None
+) -> bytes:
+    doc: dict[str, Any] = {
         "format_version": codec.FORMAT_VERSION,
         "type": "snapshot",
         "thread_id": thread_id,
         "checkpoint_id": checkpoint_id,
         "state": state,
     }
+    if messages:
+        doc["messages"] = messages  # absent means no messages (and in snapshots written before messages)
     return codec.compress(codec.dumps(doc))
 
 
 def decode_snapshot(data: bytes, *, thread_id: str, checkpoint_id: str, key: str) -> dict[str, Any]:
+    return decode_snapshot_content(data, thread_id=thread_id, checkpoint_id=checkpoint_id, key=key)[0]
+
+
+def decode_snapshot_content(
+    data: bytes, *, thread_id: str, checkpoint_id: str, key: str
+) -> tuple[dict[str, Any], list[Any]]:
+    """(state, messages) of a snapshot object."""
     try:
         doc = codec.decode_document(data, f"snapshot {key!r}", compressed=True)
     except UnsupportedFormatVersion:
@@ -72,8 +86,13 @@ def decode_snapshot(data: bytes, *, thread_id: str, checkpoint_id: str, key: str
         raise IntegrityError(
             "snapshot belongs to another checkpoint", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
         )
+    messages = doc.get("messages", [])
+    if not isinstance(messages, list):
+        raise IntegrityError(
+            "snapshot's messages are not a list", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
+        )
     state: dict[str, Any] = doc["state"]
-    return state
+    return state, messages
 
 
 def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) -> tuple[bytes, dict[str, int]]:
@@ -97,6 +116,7 @@ def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) ->
                 cols["key"].append(path[0])
                 cols["path"].append(codec.dumps(path).decode())
                 cols["value"].append(None if op["op"] == "del" else codec.dumps(op.get("value")).decode())
+                cols["target"].append(op.get("target"))
             writer.write_table(pa.table(cols, schema=schema), row_group_size=len(ops) + 1)
             groups[checkpoint_id] = len(groups)
     return buf.getvalue(), groups
@@ -125,15 +145,24 @@ class SegmentReader:
 
     def ops(self, checkpoint_id: str, row_group: int) -> Delta:
         try:
-            table = self._file.read_row_group(row_group, columns=["checkpoint_id", "op", "path", "value"])
+            columns = ["checkpoint_id", "op", "path", "value"]
+            has_target = "target" in self._file.schema_arrow.names
+            if has_target:
+                columns.append("target")
+            table = self._file.read_row_group(row_group, columns=columns)
             rows = table.to_pydict()
+            targets = rows["target"] if has_target else [None] * table.num_rows
             out: Delta = []
-            for cid, op, path, value in zip(
-                rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], strict=True
+            for cid, op, path, value, target in zip(
+                rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], targets, strict=True
             ):
                 if cid != checkpoint_id:
                     raise ValueError("row group holds another checkpoint")
-                out.append({"op": op, "path": codec.loads(path), "value": None if value is None else codec.loads(value)})
+                decoded = None if value is None else codec.loads(value)
+                entry = {"op": op, "path": codec.loads(path), "value": decoded}
+                if target is not None:
+                    entry["target"] = target
+                out.append(entry)
             return out
         except Exception as exc:
             raise TruncatedObject(
