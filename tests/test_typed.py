@@ -1,0 +1,129 @@
+"""TypedCheckpointer over memory, the local archive and S3: pydantic states in, pydantic states out."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from conftest import open_backend
+from pydantic import BaseModel, Field
+
+import ckpt_archive as ca
+from ckpt_archive.typed import TYPED_KEY, TypedCheckpointer
+
+
+class Item(BaseModel):
+    name: str
+    qty: int = 1
+
+
+class Cart(BaseModel):
+    owner: str
+    items: list[Item] = Field(default_factory=list)
+    note: str | None = None
+
+
+class StricterCart(BaseModel):
+    owner: str
+    items: list[Item]
+    total: float  # a field added later, without a default
+
+
+BACKENDS = ["memory", "archive-local", "archive-s3"]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, archive_url: Any) -> Any:
+    if request.param == "memory":
+        return ca.MemoryCheckpointer()
+    return open_backend(archive_url, request.param.removeprefix("archive-"), full_snapshot_interval=3)
+
+
+def fill(typed: TypedCheckpointer[Cart], n: int) -> list[str]:
+    ids = []
+    for i in range(n):
+        cart = Cart(owner="ada", items=[Item(name=f"item-{j}", qty=j + 1) for j in range(i + 1)])
+        ids.append(typed.save(cart, recursion_count=i * 2))
+    return ids
+
+
+def test_save_load_list_last(backend: Any) -> None:
+    typed = TypedCheckpointer(Cart, backend, "cart-1")
+    assert typed.list() == [] and typed.last() is None and typed.snapshots() == []
+    ids = fill(typed, 5)
+    assert typed.list() == ids  # oldest first
+    loaded = typed.load(ids[2])
+    assert isinstance(loaded, Cart) and loaded == Cart(
+        owner="ada", items=[Item(name=f"item-{j}", qty=j + 1) for j in range(3)]
+    )
+    last = typed.last()
+    assert last is not None and last[0].items[-1].name == "item-4" and last[1] == 8
+    other = TypedCheckpointer(Cart, backend, "cart-2")
+    other.save(Cart(owner="bob"), recursion_count=0)
+    assert typed.list() == ids and len(other.list()) == 1
+    with pytest.raises(ca.CheckpointNotFound, match="cart-2"):
+        other.load(ids[0])  # another thread's checkpoint is not this thread's
+
+
+def test_snapshots(backend: Any) -> None:
+    typed = TypedCheckpointer(Cart, backend, "cart")
+    ids = fill(typed, 4)
+    snaps = typed.snapshots()
+    assert [s.checkpoint_id for s in snaps] == ids
+    assert [s.sequence for s in snaps] == [1, 2, 3, 4]
+    assert [s.recursion_count for s in snaps] == [0, 2, 4, 6]
+    assert [len(s.state.items) for s in snaps] == [1, 2, 3, 4]
+    assert all(s.version == 1 for s in snaps)
+    assert [s.created_at for s in snaps] == sorted(s.created_at for s in snaps)
+
+
+def test_metadata_records_recursion_and_model(backend: Any) -> None:
+    typed = TypedCheckpointer(Cart, backend, "cart")
+    cid = typed.save(Cart(owner="ada"), recursion_count=3)
+    meta = backend.load_by_id(cid).metadata[TYPED_KEY]
+    assert meta == {"recursion_count": 3, "model": f"{Cart.__module__}.Cart"}
+
+
+def test_state_that_no_longer_validates_names_checkpoint_and_field(backend: Any) -> None:
+    typed = TypedCheckpointer(Cart, backend, "cart")
+    cid = typed.save(Cart(owner="ada", items=[Item(name="x")]), recursion_count=0)
+    stricter = TypedCheckpointer(StricterCart, backend, "cart")
+    with pytest.raises(ca.StateValidationError) as info:
+        stricter.load(cid)
+    message = str(info.value)
+    assert cid in message and "'total'" in message and "StricterCart" in message
+    assert info.value.checkpoint_id == cid and info.value.fields == ["total"]  # type: ignore[attr-defined]
+    assert isinstance(info.value, ca.InvalidState)
+    with pytest.raises(ca.StateValidationError):
+        stricter.last()
+    with pytest.raises(ca.StateValidationError):
+        stricter.snapshots()
+
+
+def test_bad_input_is_refused() -> None:
+    typed = TypedCheckpointer(Cart, ca.MemoryCheckpointer(), "cart")
+    with pytest.raises(ca.InvalidState, match="Cart"):
+        typed.save(Item(name="not a cart"), recursion_count=0)  # type: ignore[arg-type]
+    with pytest.raises(ca.InvalidState, match="recursion_count"):
+        typed.save(Cart(owner="a"), recursion_count=-1)
+    with pytest.raises(TypeError):
+        TypedCheckpointer(dict, ca.MemoryCheckpointer(), "cart")  # type: ignore[type-var]
+    with pytest.raises(ca.InvalidIdentifier):
+        TypedCheckpointer(Cart, ca.MemoryCheckpointer(), "")
+    assert typed.list() == []
+
+
+def test_async_twins(backend: Any) -> None:
+    typed = TypedCheckpointer(Cart, backend, "cart")
+
+    async def run() -> None:
+        first = await typed.asave(Cart(owner="ada"), 1)
+        await typed.asave(Cart(owner="ada", note="second"), 2)
+        assert (await typed.aload(first)).note is None
+        assert await typed.alist() == typed.list()
+        last = await typed.alast()
+        assert last is not None and last[0].note == "second" and last[1] == 2
+        assert [s.sequence for s in await typed.asnapshots()] == [1, 2]
+
+    asyncio.run(run())
