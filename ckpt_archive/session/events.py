@@ -1,6 +1,6 @@
 """What a session records: its events (a small tagged union), its status and its run state.
 
-All are frozen pydantic models that serialise to plain JSON (``to_doc``/``event_from_doc``),
+All are frozen pydantic models that serialise to plain JSON (``event_to_doc``/``event_from_doc``),
 so an event log can be stored anywhere and read back by any process.
 """
 
@@ -9,12 +9,27 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+)
 
 from ..codec import check_json
 from ..errors import CheckpointError, InvalidState
 
-JSON = Any
+
+def _json_value(value: Any, info: ValidationInfo) -> Any:
+    check_json(value, info.field_name or "value")
+    return value
+
+
+JSON = Annotated[Any, AfterValidator(_json_value)]
+"""Any JSON value; anything else is refused with InvalidState naming the field and the path."""
 
 
 class SessionStatus(StrEnum):
@@ -62,12 +77,6 @@ class MessageEvent(_Value):
     role: str
     content: JSON = None
 
-    @field_validator("content")
-    @classmethod
-    def _json(cls, v: Any) -> Any:
-        check_json(v, "content")
-        return v
-
 
 class ToolCall(_Value):
     """The agent asked for a tool; its result arrives later as a ToolResult with the same id."""
@@ -75,13 +84,7 @@ class ToolCall(_Value):
     type: Literal["tool_call"] = "tool_call"
     tool_call_id: str
     name: str
-    arguments: dict[str, JSON] = Field(default_factory=dict)
-
-    @field_validator("arguments")
-    @classmethod
-    def _json(cls, v: Any) -> Any:
-        check_json(v, "arguments")
-        return v
+    arguments: Annotated[dict[str, Any], AfterValidator(_json_value)] = Field(default_factory=dict)
 
 
 class ToolResult(_Value):
@@ -89,12 +92,6 @@ class ToolResult(_Value):
     tool_call_id: str
     output: JSON = None
     is_error: bool = False
-
-    @field_validator("output")
-    @classmethod
-    def _json(cls, v: Any) -> Any:
-        check_json(v, "output")
-        return v
 
 
 SessionEvent = Annotated[StatusChanged | MessageEvent | ToolCall | ToolResult, Field(discriminator="type")]
