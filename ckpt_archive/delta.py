@@ -124,9 +124,7 @@ def diff_checkpoint(
     return ops
 
 
-def apply_checkpoint(
-    state: dict[str, Any], messages: list[Any], delta: Delta
-) -> tuple[dict[str, Any], list[Any]]:
+def apply_checkpoint(state: dict[str, Any], messages: list[Any], delta: Delta) -> tuple[dict[str, Any], list[Any]]:
     """Apply a ``diff_checkpoint`` delta (or a plain state delta) to a checkpoint's content."""
     state_ops: Delta = []
     message_ops: Delta = []

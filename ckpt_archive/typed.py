@@ -32,9 +32,7 @@ class EditableCheckpointer(Protocol):
     async def aload(self, thread_id: str) -> Checkpoint | None: ...
     async def aload_by_id(self, checkpoint_id: str) -> Checkpoint | None: ...
     async def alist(self, thread_id: str) -> list[CheckpointInfo]: ...
-    async def aupdate_state(
-        self, checkpoint_id: str, state: dict[str, Any], expected_version: int
-    ) -> int: ...
+    async def aupdate_state(self, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int: ...
     async def aremove(self, thread_id: str, checkpoint_ids: list[str]) -> Any: ...
 
 
@@ -73,9 +71,7 @@ class TypedCheckpointer(Generic[S]):
             return self.model.model_validate(ckpt.state)
         except ValidationError as exc:
             fields = [".".join(str(p) for p in err["loc"]) or "<root>" for err in exc.errors()]
-            detail = "; ".join(
-                f"field {f!r}: {err['msg']}" for f, err in zip(fields, exc.errors(), strict=True)
-            )
+            detail = "; ".join(f"field {f!r}: {err['msg']}" for f, err in zip(fields, exc.errors(), strict=True))
             error = StateValidationError(
                 f"checkpoint {ckpt.checkpoint_id!r} of thread {self.thread_id!r} no longer validates "
                 f"against {self.model.__name__}: {detail}"

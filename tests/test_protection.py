@@ -9,7 +9,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import BACKENDS, open_backend
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +18,8 @@ from ckpt_archive.archive import layout
 from ckpt_archive.archive.manifest import seal, unseal
 from ckpt_archive.archive.objects import SEGMENT_SCHEMA, SegmentReader
 from ckpt_archive.delta import apply_checkpoint, diff_checkpoint
+
+from .conftest import BACKENDS, open_backend
 
 TOKEN = ca.binding_digest("auth-token-of-the-host")
 
@@ -159,9 +160,7 @@ def test_messages_grow_and_round_trip(cp: ca.Checkpointer) -> None:
         assert loaded is not None and loaded.messages == ckpt.messages
         assert loaded.try_restore_state() == ckpt.state
     # a fork that rewrites history stores the whole list, and still round-trips
-    fork = ca.Checkpoint.new(
-        "m", {"turn": 9}, step=2, parent_id=saved[1].checkpoint_id, messages=[], protect=True
-    )
+    fork = ca.Checkpoint.new("m", {"turn": 9}, step=2, parent_id=saved[1].checkpoint_id, messages=[], protect=True)
     cp.save(fork)
     assert cp.load("m").messages == []  # type: ignore[union-attr]
 
@@ -249,9 +248,7 @@ def test_edited_snapshot_is_caught_by_the_manifest_digest(archive_url: Any, back
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_edited_snapshot_with_consistent_manifest_is_caught_by_protection(
-    archive_url: Any, backend: str
-) -> None:
+def test_edited_snapshot_with_consistent_manifest_is_caught_by_protection(archive_url: Any, backend: str) -> None:
     archive = open_backend(archive_url, backend)
     ckpt = protected()
     archive.save(ckpt)

@@ -21,11 +21,7 @@ def parity_blocks() -> list[str]:
 def test_there_is_one_example_per_api() -> None:
     blocks = parity_blocks()
     assert len(blocks) == 3
-    assert (
-        "CheckpointManager" in blocks[0]
-        and "try_restore_state" in blocks[1]
-        and "TypedCheckpointer" in blocks[2]
-    )
+    assert "CheckpointManager" in blocks[0] and "try_restore_state" in blocks[1] and "TypedCheckpointer" in blocks[2]
 
 
 @pytest.mark.parametrize("index", range(3))

@@ -15,7 +15,6 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import BACKENDS
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
@@ -38,6 +37,8 @@ from ckpt_archive.session import events as events_mod
 from ckpt_archive.session.stores import batch_key
 from ckpt_archive.testing import S3Server
 
+from .conftest import BACKENDS
+
 STORES = ["in-memory", *(f"archive-{b}" for b in BACKENDS)]
 
 
@@ -55,16 +56,12 @@ def script(manager: CheckpointManager, n: int, start: int = 0) -> None:
         kind = i % 4
         seq = len(manager.events()) + 1
         if kind == 0:
-            manager.checkpoint(
-                StatusChanged(status=SessionStatus.RUNNING), RunState(seq=seq, status="running")
-            )
+            manager.checkpoint(StatusChanged(status=SessionStatus.RUNNING), RunState(seq=seq, status="running"))
         elif kind == 1:
             manager.checkpoint(MessageEvent(role="user", content={"text": f"turn {i}"}), RunState(seq=seq))
         elif kind == 2:
             call = ToolCall(tool_call_id=f"call-{i}", name="search", arguments={"q": i})
-            manager.checkpoint(
-                call, RunState(seq=seq, pending_tool_ids=(f"call-{i}",), status="waiting-for-tool")
-            )
+            manager.checkpoint(call, RunState(seq=seq, pending_tool_ids=(f"call-{i}",), status="waiting-for-tool"))
         else:
             result = ToolResult(tool_call_id=f"call-{i - 1}", output=[i, "ok"])
             manager.checkpoint(result, RunState(seq=seq, status=SessionStatus.RUNNING))

@@ -6,11 +6,12 @@ import asyncio
 from typing import Any
 
 import pytest
-from conftest import open_backend
 from pydantic import BaseModel, Field
 
 import ckpt_archive as ca
 from ckpt_archive.typed import TYPED_KEY, TypedCheckpointer
+
+from .conftest import open_backend
 
 
 class Item(BaseModel):

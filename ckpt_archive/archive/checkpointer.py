@@ -24,7 +24,7 @@ from typing import Any
 from .. import codec
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
-from ..checkpointer import AsyncCoreCheckpointer
+from ..checkpointer import AsyncCoreCheckpointer, Ids, Infos
 from ..delta import Delta, apply_checkpoint, diff_checkpoint
 from ..errors import (
     CheckpointConflict,
@@ -184,9 +184,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state, messages = decode_snapshot_content(
-                    data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"]
-                )
+                state, messages = decode_snapshot_content(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -235,11 +233,10 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     # -- the protocol ------------------------------------------------------------
     async def _load(self, thread_id: str) -> Checkpoint | None:
-        await self._check_root()
         layout.thread_dir(thread_id)  # validates the id
         cached = self._manifests.get(thread_id)
         if cached is None:
-            hint = await self._read_hint(thread_id)
+            hint, _ = await asyncio.gather(self._read_hint(thread_id), self._check_root())
             if hint is not None and hint.get("chain"):
                 chain, inline = hint_chain(hint)
                 probe, content = await asyncio.gather(
@@ -250,6 +247,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                     return self._checkpoint(thread_id, chain[-1], content)
             m = await self._manifest(thread_id, hint=hint)
         else:
+            await self._check_root()
             m = await self._manifest(thread_id)
         if m.head is None:
             return None
@@ -257,8 +255,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         return self._checkpoint(thread_id, rec, await self._content_of(m, m.head))
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
-        await self._check_root()
-        data = await self.store.get_or_none(layout.id_key(checkpoint_id))
+        data, _ = await asyncio.gather(self.store.get_or_none(layout.id_key(checkpoint_id)), self._check_root())
         if data is None:
             return None
         thread_id = unseal(data, f"id entry of {checkpoint_id!r}")["thread_id"]
@@ -268,13 +265,12 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             return None
         return self._checkpoint(thread_id, rec, await self._content_of(m, checkpoint_id))
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
-        await self._check_root()
+    async def _list(self, thread_id: str) -> Infos:
         layout.thread_dir(thread_id)
-        m = await self._manifest(thread_id)
+        m, _ = await asyncio.gather(self._manifest(thread_id), self._check_root())
         return [_info(thread_id, rec) for rec in m.records.values()]
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         await self._check_root()
         out = []
         for name in await self.store.list_dir(""):
@@ -307,8 +303,12 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         layout.id_key(cid)
         await self._check_root()
         async with self._lock(thread_id):
-            m = await self._manifest(thread_id)
+            # The writer's cached view is its "known head": no read before the commit, whose
+            # put-if-absent detects anyone who committed since.
+            m = self._manifests.get(thread_id) or await self._manifest(thread_id)
             explicit = checkpoint.parent_id is not None
+            if explicit and checkpoint.parent_id not in m.records:
+                m = await self._manifest(thread_id)
             index_written = False
             while True:
                 if cid in m.records:
@@ -414,7 +414,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             return
         existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}")
         owner = existing.get("thread_id")
-        if owner != thread_id:
+        if isinstance(owner, str) and owner != thread_id:
             other = await self._manifest(owner)
             if checkpoint_id in other.records:
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")

@@ -69,9 +69,7 @@ class Manifest:
     # -- folding ---------------------------------------------------------------
     def apply_entry(self, doc: dict[str, Any]) -> None:
         if doc.get("type") != "commit" or doc.get("seq") != self.seq + 1:
-            raise CorruptManifest(
-                f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}"
-            )
+            raise CorruptManifest(f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}")
         for action in doc.get("actions", []):
             kind = action.get("action")
             if kind not in KNOWN_ACTIONS:
@@ -171,7 +169,9 @@ class Manifest:
                 break
             cid = rec.get("parent")
         raise BrokenChain(
-            "delta chain does not reach a full snapshot", thread_id=self.thread_id, checkpoint_id=checkpoint_id
+            "delta chain does not reach a full snapshot",
+            thread_id=self.thread_id,
+            checkpoint_id=checkpoint_id,
         )
 
 

@@ -84,7 +84,10 @@ def decode_snapshot_content(
         raise TruncatedObject(str(exc), thread_id=thread_id, checkpoint_id=checkpoint_id, key=key) from None
     if doc.get("checkpoint_id") != checkpoint_id or not isinstance(doc.get("state"), dict):
         raise IntegrityError(
-            "snapshot belongs to another checkpoint", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
+            "snapshot belongs to another checkpoint",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            key=key,
         )
     messages = doc.get("messages", [])
     if not isinstance(messages, list):
@@ -139,8 +142,7 @@ class SegmentReader:
         version = meta.get(_META_VERSION, b"").decode(errors="replace")
         if version != str(codec.FORMAT_VERSION):
             raise UnsupportedFormatVersion(
-                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads "
-                f"{codec.FORMAT_VERSION}"
+                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads {codec.FORMAT_VERSION}"
             )
 
     def ops(self, checkpoint_id: str, row_group: int) -> Delta:

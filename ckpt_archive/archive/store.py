@@ -67,6 +67,8 @@ class ObjectStore:
         return self.kind != "generic"
 
     def path(self, key: str) -> str:
+        if not self.root:
+            return key
         return f"{self.root}/{key}" if key else self.root
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:

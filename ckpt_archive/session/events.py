@@ -112,9 +112,7 @@ class RunState(_Value):
 def event_to_doc(event: Any) -> dict[str, Any]:
     """The JSON document of an event; InvalidState for anything that is not a valid SessionEvent."""
     if not isinstance(event, EVENT_TYPES):
-        raise InvalidState(
-            f"event must be one of {[t.__name__ for t in EVENT_TYPES]}, got {type(event).__name__}"
-        )
+        raise InvalidState(f"event must be one of {[t.__name__ for t in EVENT_TYPES]}, got {type(event).__name__}")
     doc = event.model_dump(mode="python")  # StrEnum members are str: checked as JSON strings
     check_json(doc, f"{type(event).__name__}")
     return event.model_dump(mode="json")

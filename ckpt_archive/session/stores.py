@@ -101,9 +101,7 @@ class InMemoryManagedStateStore:
 
     async def append(self, session_id: str, batch: FlushBatch) -> None:
         check_identifier(session_id, "session_id")
-        copy = FlushBatch(
-            batch.flush_seq, batch.first_event, codec.loads(codec.dumps(batch.events)), batch.run_state
-        )
+        copy = FlushBatch(batch.flush_seq, batch.first_event, codec.loads(codec.dumps(batch.events)), batch.run_state)
         with self._lock:
             batches = self._sessions.setdefault(session_id, [])
             if len(batches) >= batch.flush_seq:
@@ -172,9 +170,7 @@ def decode_batch(data: bytes, *, session_id: str, key: str) -> FlushBatch:
         table = pq.read_table(io.BytesIO(data))
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     except Exception as exc:  # pyarrow raises many types for garbage input
-        raise TruncatedObject(
-            f"session flush is not a readable Parquet file ({type(exc).__name__})", key=key
-        ) from None
+        raise TruncatedObject(f"session flush is not a readable Parquet file ({type(exc).__name__})", key=key) from None
     version = meta.get(f"{_META}format_version")
     if version != str(codec.FORMAT_VERSION):
         raise UnsupportedFormatVersion(f"session flush {key!r} has format_version {version!r}")
@@ -197,9 +193,7 @@ class ArchiveManagedStateStore:
     DuckDB or polars can query them. Durable unless the URL is ``memory://``.
     """
 
-    def __init__(
-        self, url: str, storage_options: dict[str, Any] | None = None, *, single_writer: bool = False
-    ):
+    def __init__(self, url: str, storage_options: dict[str, Any] | None = None, *, single_writer: bool = False):
         fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
         self.store = ObjectStore(fs, root, single_writer=single_writer)
         self.url = url
