@@ -15,6 +15,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
@@ -366,3 +368,19 @@ def test_restore_in_a_fresh_process(archive_url: Callable[..., Any], backend: st
     script(m, 1, start=5)
     with pytest.raises(ca.SessionFlushConflict):
         m.flush_sync()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.one_of(st.integers(1, 4), st.just(0)), max_size=20))
+def test_restore_returns_exactly_what_was_flushed(plan: list[int]) -> None:
+    """Any interleaving of checkpoints (n>0 events) and flushes (0): a restore sees the last flush."""
+    store = InMemoryManagedStateStore()
+    m = CheckpointManager("h", store)
+    flushed = m.load_checkpoint()
+    for step in plan:
+        if step == 0:
+            m.flush_sync()
+            flushed = m.load_checkpoint()
+        else:
+            script(m, step, start=len(m.events()))
+    assert CheckpointManager.restore_sync("h", store).load_checkpoint() == flushed
