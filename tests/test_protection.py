@@ -345,3 +345,33 @@ def test_forged_parquet_segment_is_caught_by_protection(tmp_path: Path) -> None:
     assert fresh.load_by_id(saved[0].checkpoint_id) is not None
     with pytest.raises(ca.ProtectionMismatch, match="state"):
         fresh.load_by_id(saved[1].checkpoint_id)
+
+
+@pytest.mark.parametrize("backend", ["local", "memory"])
+def test_long_message_lists_are_paged_like_state_lists(archive_url: Any, backend: str) -> None:
+    """Snapshots keep only the tail of a long message list; full pages are stored once per thread."""
+    archive = open_backend(archive_url, backend, full_snapshot_interval=10)
+    messages: list[Any] = []
+    saved = []
+    for step in range(100):
+        messages.append({"role": "user", "content": f"message {step} " + "y" * 300})
+        ckpt = ca.Checkpoint.new("long", {"n": step}, step=step, messages=list(messages), protect=True)
+        archive.save(ckpt)
+        saved.append(ckpt)
+    objects = run(archive.store.find(layout.thread_dir("long")))
+    snapshot_bytes = sum(o["size"] for k, o in objects.items() if "/snapshots/" in k)
+    page_keys = [k for k in objects if "/pages/" in k]
+    assert len(page_keys) == 2  # last snapshot (step 90): 91 messages = 2 full pages of 32, each written once
+    raw_messages = len(codec.dumps(messages))
+    assert snapshot_bytes < raw_messages / 4  # ten snapshots, yet less than a quarter of one full list
+    doc = codec.loads(codec.decompress(run(archive.store.get(snapshot_key_of(archive, saved[90])))))
+    assert len(doc["messages"]) == 91 - 64 and list(doc["message_pages"]) == ['["messages"]']
+    fresh = ca.open_archive(archive.url, storage_options=archive.store.fs.storage_options)
+    for ckpt in saved[::9]:
+        loaded = fresh.load_by_id(ckpt.checkpoint_id)
+        assert loaded is not None and loaded.messages == ckpt.messages
+        loaded.validate_integrity()
+
+
+def snapshot_key_of(archive: ca.ArchiveCheckpointer, ckpt: ca.Checkpoint) -> str:
+    return layout.snapshot_key(ckpt.thread_id, ckpt.step, ckpt.checkpoint_id)

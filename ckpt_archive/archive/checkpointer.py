@@ -25,7 +25,7 @@ from .. import codec
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
 from ..checkpointer import AsyncCoreCheckpointer, Ids, Infos
-from ..delta import Delta, apply_checkpoint, diff_checkpoint
+from ..delta import MESSAGES, Delta, apply_checkpoint, diff_checkpoint
 from ..errors import (
     CheckpointConflict,
     CheckpointNotFound,
@@ -35,7 +35,7 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..model import Checkpoint, CheckpointInfo, Protection
-from . import layout
+from . import layout, pages
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, decode_snapshot_content, encode_segment, encode_snapshot, verify
 from .store import ObjectStore
@@ -156,7 +156,11 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         return await self._fold_forward(m)
 
     # -- reconstructing states ---------------------------------------------------
-    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> Content:
+    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
+        """The state at the end of ``chain`` (``_materialize_content`` has the messages too)."""
+        return (await self._materialize_content(thread_id, chain, inline))[0]
+
+    async def _materialize_content(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> Content:
         messages: list[Any] = []
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
@@ -165,26 +169,36 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 start, (state, messages) = i + 1, cached
                 break
         todo = chain[start:]
+        page_refs = {p["digest"]: p for r in todo if r["ref"]["type"] == "snapshot" for p in r["ref"].get("pages", [])}
         keys = sorted({r["ref"]["key"] for r in todo if r["ref"]["type"] in ("snapshot", "segment")})
+        keys += [p["key"] for p in page_refs.values()]
         datas = dict(zip(keys, await self.store.get_many(keys), strict=True))
         readers: dict[str, SegmentReader] = {}
         for rec in todo:
             ref, cid = rec["ref"], rec["id"]
             if ref["type"] in ("snapshot", "segment"):
-                data = datas[ref["key"]]
-                if data is None:
-                    raise MissingObject(
-                        "object referenced by the manifest is missing",
-                        thread_id=thread_id,
-                        checkpoint_id=cid,
-                        key=ref["key"],
-                    )
+                data = self._fetched(datas, ref["key"], thread_id, cid)
                 if ref["key"] not in readers and ref["type"] == "segment":
                     verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state, messages = decode_snapshot_content(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                state, table, messages, message_table = decode_snapshot_content(
+                    data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"]
+                )
+                if table or message_table:
+                    wanted = {d for t in (table, message_table) for ds in t.values() for d in ds}
+                    items = {
+                        d: pages.decode_page(
+                            self._fetched(datas, page_refs[d]["key"], thread_id, cid),
+                            page_refs[d],
+                            thread_id=thread_id,
+                            checkpoint_id=cid,
+                        )
+                        for d in wanted
+                    }
+                    state = pages.join(state, table, items)
+                    messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -199,6 +213,18 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
         self._remember(chain[-1]["id"], (state, messages))
         return state, messages
+
+    @staticmethod
+    def _fetched(datas: dict[str, bytes | None], key: str, thread_id: str, checkpoint_id: str) -> bytes:
+        data = datas.get(key)
+        if data is None:
+            raise MissingObject(
+                "object referenced by the manifest is missing",
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                key=key,
+            )
+        return data
 
     def _checkpoint(self, thread_id: str, rec: Record, content: Content) -> Checkpoint:
         """The caller's private copy of a checkpoint; its protection, when present, is checked."""
@@ -229,7 +255,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         cached = self._states.get(checkpoint_id)
         if cached is not None:
             return cached
-        return await self._materialize(m.thread_id, m.chain(checkpoint_id), m.inline)
+        return await self._materialize_content(m.thread_id, m.chain(checkpoint_id), m.inline)
 
     # -- the protocol ------------------------------------------------------------
     async def _load(self, thread_id: str) -> Checkpoint | None:
@@ -241,7 +267,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 chain, inline = hint_chain(hint)
                 probe, content = await asyncio.gather(
                     self.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
-                    self._materialize(thread_id, chain, inline),
+                    self._materialize_content(thread_id, chain, inline),
                 )
                 if probe is None:
                     return self._checkpoint(thread_id, chain[-1], content)
@@ -367,10 +393,24 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state, messages)
+            known = self._known_pages(m, parent_id)
+            page_key = lambda d: layout.page_key(m.thread_id, d)  # noqa: E731
+            tails, table, new_pages, page_refs = pages.split(state, page_key, known)
+            known.update((r["digest"], r) for r in page_refs)  # a page both lists share is written once
+            message_tails, message_table, new_message_pages, message_refs = pages.split(
+                {MESSAGES: messages}, page_key, known
+            )
+            new_pages += new_message_pages
+            page_refs += [r for r in message_refs if all(r["digest"] != p["digest"] for p in page_refs)]
+            data = encode_snapshot(
+                m.thread_id, ckpt.checkpoint_id, tails, table, message_tails[MESSAGES], message_table
+            )
             writes.append(self.store.put(key, data))
+            writes.extend(self.store.put(k, d) for k, d in new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-            record.update(kind="full", depth=0, ref=ref, bytes=len(data))
+            if page_refs:
+                ref["pages"] = page_refs
+            record.update(kind="full", depth=0, ref=ref, bytes=len(data) + sum(len(d) for _, d in new_pages))
             compact = self._compact_action(m)
             if compact is not None:
                 action, segment_key, segment = compact
@@ -388,6 +428,14 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
         return actions, writes, (state, messages)
+
+    @staticmethod
+    def _known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
+        """Pages already stored that the new snapshot may reuse: those of the parent chain's snapshot."""
+        if parent_id is None:
+            return {}
+        base = m.chain(parent_id)[0]["ref"]
+        return {p["digest"]: p for p in base.get("pages", [])}
 
     def _compact_action(self, m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
         """Move every inline delta of the thread into one Parquet segment (a row group each)."""

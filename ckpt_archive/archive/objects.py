@@ -19,10 +19,8 @@ from ..errors import DigestMismatch, IntegrityError, TruncatedObject, Unsupporte
 
 SEGMENT_SCHEMA = pa.schema(
     [
-        ("thread_id", pa.string()),
         ("checkpoint_id", pa.string()),
         ("step", pa.int64()),
-        ("op_index", pa.int32()),
         ("op", pa.string()),
         ("key", pa.string()),
         ("path", pa.string()),
@@ -32,6 +30,15 @@ SEGMENT_SCHEMA = pa.schema(
 )
 """``target`` is null for a state op and ``"messages"`` for an op on the message list; segments
 written before the column existed have no ``target`` column (every row is a state op)."""
+# Statistics on JSON values would store each large value twice more (min/max); keep them where they
+# help predicate pushdown. The thread id comes from the hive partition folder.
+_PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 9,
+    "write_statistics": ["step"],
+    "use_dictionary": ["op", "key", "target"],
+    "write_page_index": False,
+}
 _META_VERSION = b"ckpt_archive.format_version"
 
 
@@ -54,28 +61,41 @@ def verify(data: bytes, ref: dict[str, Any], *, thread_id: str, checkpoint_id: s
 
 
 def encode_snapshot(
-    thread_id: str, checkpoint_id: str, state: dict[str, Any], messages: list[Any] | None = None
+    thread_id: str,
+    checkpoint_id: str,
+    state: dict[str, Any],
+    pages: dict[str, list[str]] | None = None,
+    messages: list[Any] | None = None,
+    message_pages: dict[str, list[str]] | None = None,
 ) -> bytes:
+    """``messages``/``message_pages``: the message list's tail and page table (absent when empty)."""
     doc: dict[str, Any] = {
         "format_version": codec.FORMAT_VERSION,
         "type": "snapshot",
         "thread_id": thread_id,
         "checkpoint_id": checkpoint_id,
         "state": state,
+        "pages": pages or {},
     }
-    if messages:
-        doc["messages"] = messages  # absent means no messages (and in snapshots written before messages)
+    if messages or message_pages:
+        doc["messages"] = messages or []  # absent means no messages (and in snapshots written before them)
+    if message_pages:
+        doc["message_pages"] = message_pages
     return codec.compress(codec.dumps(doc))
 
 
-def decode_snapshot(data: bytes, *, thread_id: str, checkpoint_id: str, key: str) -> dict[str, Any]:
-    return decode_snapshot_content(data, thread_id=thread_id, checkpoint_id=checkpoint_id, key=key)[0]
+def decode_snapshot(
+    data: bytes, *, thread_id: str, checkpoint_id: str, key: str
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """(state with long lists cut to their tails, {path json: [page digests]})."""
+    state, pages, _, _ = decode_snapshot_content(data, thread_id=thread_id, checkpoint_id=checkpoint_id, key=key)
+    return state, pages
 
 
 def decode_snapshot_content(
     data: bytes, *, thread_id: str, checkpoint_id: str, key: str
-) -> tuple[dict[str, Any], list[Any]]:
-    """(state, messages) of a snapshot object."""
+) -> tuple[dict[str, Any], dict[str, list[str]], list[Any], dict[str, list[str]]]:
+    """(state tails, state page table, messages tail, messages page table) of a snapshot object."""
     try:
         doc = codec.decode_document(data, f"snapshot {key!r}", compressed=True)
     except UnsupportedFormatVersion:
@@ -95,7 +115,11 @@ def decode_snapshot_content(
             "snapshot's messages are not a list", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
         )
     state: dict[str, Any] = doc["state"]
-    return state, messages
+    pages = doc.get("pages") or {}
+    message_pages = doc.get("message_pages") or {}
+    if not isinstance(pages, dict) or not isinstance(message_pages, dict):
+        raise TruncatedObject("snapshot has a malformed page table", thread_id=thread_id, key=key)
+    return state, pages, messages, message_pages
 
 
 def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) -> tuple[bytes, dict[str, int]]:
@@ -104,17 +128,15 @@ def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) ->
     meta = {_META_VERSION: str(codec.FORMAT_VERSION).encode(), b"ckpt_archive.thread_id": thread_id.encode()}
     schema = SEGMENT_SCHEMA.with_metadata(meta)
     groups: dict[str, int] = {}
-    with pq.ParquetWriter(buf, schema, compression="zstd", compression_level=6) as writer:
+    with pq.ParquetWriter(buf, schema, **_PARQUET_OPTIONS) as writer:
         for checkpoint_id, step, ops in entries:
             if not ops:
                 continue
             cols: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
-            for i, op in enumerate(ops):
+            for op in ops:
                 path = op["path"]
-                cols["thread_id"].append(thread_id)
                 cols["checkpoint_id"].append(checkpoint_id)
                 cols["step"].append(step)
-                cols["op_index"].append(i)
                 cols["op"].append(op["op"])
                 cols["key"].append(path[0])
                 cols["path"].append(codec.dumps(path).decode())
