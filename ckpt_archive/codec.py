@@ -22,13 +22,28 @@ _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
 
 
-def check_json(value: Any, where: str = "state", *, _depth: int = 0) -> None:
+MAX_DEPTH = 250  # orjson's own limit is 255
+
+
+def check_json(value: Any, where: str = "state") -> None:
     """Refuse anything that does not round-trip through JSON exactly.
 
-    Raises InvalidState naming the path of the first offending value.
+    Raises InvalidState naming the path of the first offending value. The common
+    case is one C-speed round trip; only a failure walks the value in Python to
+    say where the problem is.
     """
-    if _depth > 500:
-        raise InvalidState(f"{where}: nesting deeper than 500 levels")
+    try:
+        if orjson.loads(orjson.dumps(value)) == value:
+            return
+    except (TypeError, orjson.JSONEncodeError, RecursionError):
+        pass
+    _walk(value, where, 0)
+    raise InvalidState(f"{where}: does not round-trip through JSON")
+
+
+def _walk(value: Any, where: str, _depth: int) -> None:
+    if _depth > MAX_DEPTH:
+        raise InvalidState(f"{where}: nesting deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool | str):
         return
     if isinstance(value, int):
@@ -43,11 +58,11 @@ def check_json(value: Any, where: str = "state", *, _depth: int = 0) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InvalidState(f"{where}: key {k!r} is not a string")
-            check_json(v, f"{where}[{k!r}]", _depth=_depth + 1)
+            _walk(v, f"{where}[{k!r}]", _depth + 1)
         return
     if isinstance(value, list):
         for i, v in enumerate(value):
-            check_json(v, f"{where}[{i}]", _depth=_depth + 1)
+            _walk(v, f"{where}[{i}]", _depth + 1)
         return
     raise InvalidState(f"{where}: {type(value).__name__} is not JSON (use str, int, float, bool, None, list, dict)")
 

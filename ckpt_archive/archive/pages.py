@@ -2,8 +2,8 @@
 
 A chat history of n messages would otherwise be copied into every snapshot,
 so snapshots alone would grow as n^2 / interval. Instead each list of at least
-``PAGE_ITEMS`` items (at any path of nested objects) is cut at fixed indexes
-into pages of ``PAGE_ITEMS`` items; the full pages are stored once per thread
+``PAGE_ITEMS`` items (at any path of nested objects) is cut at fixed, aligned
+indexes into pages (see ``page_bounds``); the full pages are stored once per thread
 under a key derived from their content, and the snapshot keeps only the tail.
 A list that grew by appending keeps its old pages, so each message is stored
 once however many snapshots include it.
@@ -18,7 +18,22 @@ from .. import codec
 from ..errors import DigestMismatch, IntegrityError, TruncatedObject, UnsupportedFormatVersion
 
 PAGE_ITEMS = 32
+LEVELS = (2048, 256, PAGE_ITEMS)
 Ref = dict[str, Any]
+
+
+def page_bounds(n: int) -> list[tuple[int, int]]:
+    """Page ranges of a list of n items: the largest aligned pages first (2048, then 256, then 32 items).
+
+    Big pages keep the number of objects a load fetches small (a 1,000-item list: 3 + 7 pages); each
+    item is stored in at most one page per level over the life of a thread.
+    """
+    out, start = [], 0
+    for size in LEVELS:
+        while start + size <= n:
+            out.append((start, start + size))
+            start += size
+    return out
 
 
 def _lists(state: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], list[Any]]]:
@@ -42,9 +57,10 @@ def split(
     tails: dict[tuple[str, ...], list[Any]] = {}
     for path, items in _lists(state):
         digests = []
-        full = len(items) // PAGE_ITEMS * PAGE_ITEMS
-        for start in range(0, full, PAGE_ITEMS):
-            doc = _envelope(codec.dumps(items[start : start + PAGE_ITEMS]))
+        bounds = page_bounds(len(items))
+        full = bounds[-1][1] if bounds else 0
+        for start, end in bounds:
+            doc = _envelope(codec.dumps(items[start:end]))
             digest = codec.sha256(doc)
             digests.append(digest)
             if digest in refs:
