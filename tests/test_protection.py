@@ -22,6 +22,7 @@ from ckpt_archive.delta import apply_checkpoint, diff_checkpoint
 from .conftest import BACKENDS, open_backend
 
 TOKEN = ca.binding_digest("auth-token-of-the-host")
+INT64 = st.integers(-(2**63) + 1, 2**63 - 1)  # the integers JSON states may hold
 
 
 def protected(step: int = 0, **kw: Any) -> ca.Checkpoint:
@@ -104,10 +105,10 @@ def test_messages_must_be_a_json_list() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.integers(), max_size=5),
-    st.lists(st.integers(), max_size=5),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
-    st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
+    st.lists(INT64, max_size=5),
+    st.lists(INT64, max_size=5),
+    st.dictionaries(st.text(max_size=3), INT64, max_size=3),
+    st.dictionaries(st.text(max_size=3), INT64, max_size=3),
 )
 def test_checkpoint_delta_round_trips(
     old_m: list[int], new_m: list[int], old_s: dict[str, int], new_s: dict[str, int]
