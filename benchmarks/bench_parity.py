@@ -1,19 +1,30 @@
 """Parity APIs measured on a moto S3 server: message storage, protection, session flushes.
 
-Prints a table; figures are bytes and request counts at the server, not timings to assert.
-Run: .venv/bin/python benchmarks/bench_parity.py
+Prints a markdown table (and writes it to benchmarks/results/parity.md); figures are bytes and
+request counts at the server, not timings to assert. Messages are ~500 bytes of prose-like text.
+
+    .venv/bin/python benchmarks/bench_parity.py
 """
 
 from __future__ import annotations
 
+import random
 import time
+from pathlib import Path
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
 from ckpt_archive.testing import S3Server
 
 STEPS = 200
-MESSAGE = "x" * 480
+RESULTS = Path(__file__).with_name("results")
+_rng = random.Random(7)
+_WORDS = ["".join(_rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(_rng.randint(2, 9))) for _ in range(3000)]
+
+
+def text(i: int) -> str:
+    rng = random.Random(i)
+    return " ".join(rng.choice(_WORDS) for _ in range(90))[:500]
 
 
 def stored_bytes(archive: ca.ArchiveCheckpointer) -> int:
@@ -28,7 +39,7 @@ def messages_row(server: S3Server, protect: bool) -> list[str]:
     server.reset_counts()
     started = time.perf_counter()
     for step in range(STEPS):
-        messages.append({"role": "user" if step % 2 else "assistant", "content": f"{step} {MESSAGE}"})
+        messages.append({"role": "user" if step % 2 else "assistant", "content": text(step)})
         ckpt = ca.Checkpoint.new("t", {"turn": step}, step=step, messages=list(messages), protect=protect)
         raw += len(ca.codec.dumps({"state": ckpt.state, "messages": ckpt.messages}))
         archive.save(ckpt)
@@ -56,7 +67,7 @@ def session_row(server: S3Server) -> list[str]:
     server.reset_counts()
     started = time.perf_counter()
     for i in range(STEPS):
-        manager.checkpoint(ca.MessageEvent(role="user", content=f"{i} {MESSAGE}"), ca.RunState(seq=i + 1))
+        manager.checkpoint(ca.MessageEvent(role="user", content=text(i)), ca.RunState(seq=i + 1))
         if i % 10 == 9:
             manager.flush_sync()
     elapsed = time.perf_counter() - started
@@ -68,7 +79,7 @@ def session_row(server: S3Server) -> list[str]:
     size = sum(info["size"] for info in run_sync(store.store.find("")).values())
     return [
         f"{STEPS} events, flush every 10",
-        f"{STEPS * len(MESSAGE) / 1e6:.2f} MB",
+        f"{sum(len(text(i)) for i in range(STEPS)) / 1e6:.2f} MB",
         f"{size / 1e6:.3f} MB",
         f"{requests / (STEPS // 10):.1f} per flush",
         str(restore_requests),
@@ -83,10 +94,18 @@ def main() -> None:
         rows.append(session_row(server))
     finally:
         server.stop()
-    head = ["workload", "raw JSON", "stored", "requests/save", "requests to restore", "time"]
+    head = ["workload", "raw JSON", "stored", "requests/save", "requests to load/restore", "time"]
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    for row in [head, ["-" * w for w in widths], *rows]:
-        print(" | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)))
+    lines = [
+        "| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) + " |"
+        for row in [head, ["-" * w for w in widths], *rows]
+    ]
+    table = "\n".join(lines)
+    print(table)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "parity.md").write_text(
+        "# Parity benchmark (moto S3 over HTTP; requests counted at the server)\n\n" + table + "\n"
+    )
 
 
 if __name__ == "__main__":
