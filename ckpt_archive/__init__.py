@@ -31,6 +31,7 @@ from .errors import (
     UnsupportedFormatVersion,
 )
 from .model import Checkpoint, CheckpointInfo, IntegrityStatus, Protection, binding_digest, content_digest
+from .retention import GcReport, PruneReport, RetentionPolicy
 from .session import (
     ArchiveManagedStateStore,
     CheckpointManager,
@@ -68,6 +69,7 @@ __all__ = [
     "DigestMismatch",
     "DuplicateCheckpointId",
     "Durability",
+    "GcReport",
     "InMemoryManagedStateStore",
     "IntegrityError",
     "IntegrityStatus",
@@ -81,7 +83,9 @@ __all__ = [
     "Protection",
     "ProtectionError",
     "ProtectionMismatch",
+    "PruneReport",
     "ReservedMetadataKey",
+    "RetentionPolicy",
     "RunState",
     "SessionEvent",
     "SessionFlushConflict",
