@@ -201,11 +201,23 @@ class TypedCheckpointer(Generic[S]):
         return (await self._state(entry))[0], entry.recursion_count
 
     async def asnapshots(self) -> list[TypedSnapshot[S]]:
-        """Every checkpoint, oldest first, with its current state."""
+        """Every checkpoint, oldest first, with its current state (one pass over the history if it has one)."""
+        entries = await self._entries()
+        loaded: dict[str, Checkpoint] = {}
+        history = getattr(self.backend, "ahistory", None)
+        if history is not None:
+            try:
+                wanted = {e.current for e in entries.values()}
+                async for ckpt in history(self.thread_id):
+                    if ckpt.checkpoint_id in wanted:
+                        loaded[ckpt.checkpoint_id] = ckpt
+            except NotImplementedError:
+                loaded = {}
         out: list[TypedSnapshot[S]] = []
-        for sequence, (cid, entry) in enumerate((await self._entries()).items(), start=1):
-            state, created_at = await self._state(entry)
-            out.append(TypedSnapshot(cid, state, created_at, sequence, entry.recursion_count, entry.version))
+        for sequence, (cid, entry) in enumerate(entries.items(), start=1):
+            ckpt = loaded.get(entry.current)
+            state = self._validate(ckpt, cid) if ckpt is not None else (await self._state(entry))[0]
+            out.append(TypedSnapshot(cid, state, entry.info.created_at, sequence, entry.recursion_count, entry.version))
         return out
 
     async def aupdate_state(self, checkpoint_id: str, state: S, expected_version: int) -> int:

@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 import ckpt_archive as ca
+from ckpt_archive.testing import S3Server
 from ckpt_archive.typed import TYPED_KEY, TypedCheckpointer
 
 from .conftest import open_backend
@@ -137,6 +138,11 @@ def test_update_state_versions(backend: Any) -> None:
     ids = fill(typed, 3)
     assert typed.update_state(ids[1], Cart(owner="ada", note="edited"), expected_version=1) == 2
     assert typed.load(ids[1]).note == "edited"
+    raw = backend.list("cart")
+    if isinstance(backend, ca.DeltaCheckpointer):  # no in-place edits: an edit record
+        assert [i.checkpoint_id for i in raw] == [*ids, f"{ids[1]}~v2"]
+    else:  # edited in place by the backend, which keeps the version
+        assert [i.checkpoint_id for i in raw] == ids and [i.version for i in raw] == [1, 2, 1]
     assert [s.version for s in typed.snapshots()] == [1, 2, 1]
     with pytest.raises(ca.CheckpointVersionConflict):
         typed.update_state(ids[1], Cart(owner="stale"), expected_version=1)
@@ -198,3 +204,13 @@ def test_edit_records_on_a_backend_without_in_place_edits() -> None:
     stricter = TypedCheckpointer(StricterCart, backend, "cart")
     with pytest.raises(ca.StateValidationError, match=ids[0]):  # names the checkpoint, not its edit record
         stricter.load(ids[0])
+
+
+def test_snapshots_read_the_history_in_one_pass(s3_server: S3Server, s3_url: str) -> None:
+    archive = ca.open_archive(s3_url, storage_options=s3_server.storage_options(), full_snapshot_interval=10)
+    fill(TypedCheckpointer(Cart, archive, "cart"), 30)
+    fresh = ca.open_archive(s3_url, storage_options=s3_server.storage_options())
+    s3_server.reset_counts()
+    snaps = TypedCheckpointer(Cart, fresh, "cart").snapshots()
+    assert [len(s.state.items) for s in snaps] == list(range(1, 31))
+    assert s3_server.total() < 30  # not one load (an id lookup, a probe, a payload) per checkpoint
