@@ -384,3 +384,43 @@ def test_restore_returns_exactly_what_was_flushed(plan: list[int]) -> None:
         else:
             script(m, step, start=len(m.events()))
     assert CheckpointManager.restore_sync("h", store).load_checkpoint() == flushed
+
+
+def test_retrying_a_flush_that_landed_is_not_a_conflict(store: ManagedStateStore) -> None:
+    """A flush whose outcome was unknown (timeout after the PUT landed) can be sent again safely."""
+    m = CheckpointManager("s", store)
+    script(m, 3)
+    batch = FlushBatch(1, 0, [events_mod.event_to_doc(e) for e in m.events()], m.run_state().model_dump(mode="json"))
+    run_sync(store.append("s", batch))
+    run_sync(store.append("s", batch))  # the same bytes again: accepted
+    other = FlushBatch(1, 0, batch.events[:1], batch.run_state)
+    with pytest.raises(ca.SessionFlushConflict):
+        run_sync(store.append("s", other))
+    assert CheckpointManager.restore_sync("s", store).load_checkpoint() == m.load_checkpoint()
+
+
+class LosesReplies(Recording):
+    """The first append lands in the real store, but the caller sees an error (a timeout after the PUT)."""
+
+    def __init__(self, inner: ManagedStateStore) -> None:
+        super().__init__(inner)
+        self.fail_next = True
+
+    async def append(self, session_id: str, batch: FlushBatch) -> None:
+        await super().append(session_id, batch)
+        if self.fail_next:
+            self.fail_next = False
+            raise OSError("connection reset after the write")
+
+
+def test_flush_after_an_unknown_outcome_resends_the_same_batch(store: ManagedStateStore) -> None:
+    flaky = LosesReplies(store)
+    m = CheckpointManager("s", flaky)
+    script(m, 3)
+    with pytest.raises(OSError):
+        m.flush_sync()
+    assert m.unflushed == 3
+    script(m, 2, start=3)  # more events arrive before the retry
+    assert m.flush_sync() == 5
+    assert [(b.flush_seq, b.first_event, len(b.events)) for b in flaky.batches] == [(1, 0, 3), (1, 0, 3), (2, 3, 2)]
+    assert CheckpointManager.restore_sync("s", store).load_checkpoint() == m.load_checkpoint()

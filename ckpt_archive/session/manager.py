@@ -39,6 +39,7 @@ class CheckpointManager:
         self._flushed_events = 0
         self._flushes = 0
         self._flush_lock: asyncio.Lock | None = None  # lives on the I/O loop
+        self._pending: FlushBatch | None = None  # a flush sent without a known outcome
 
     @property
     def session_id(self) -> str:
@@ -54,6 +55,7 @@ class CheckpointManager:
             self._store = store
             self._flushed_events = 0
             self._flushes = 0
+            self._pending = None
         return self
 
     # -- recording -------------------------------------------------------------
@@ -104,15 +106,23 @@ class CheckpointManager:
         if self._flush_lock is None:
             self._flush_lock = asyncio.Lock()
         async with self._flush_lock:
+            written = 0
+            if self._pending is not None:  # the last attempt's outcome is unknown: send the same batch again
+                written += await self._send(store, self._pending)
             with self._lock:
                 first, seq = self._flushed_events, self._flushes + 1
                 docs, state = self._docs[first:], self._run_state
-            if not docs:
-                return 0
-            await store.append(self._session_id, FlushBatch(seq, first, docs, state.model_dump(mode="json")))
-            with self._lock:
-                self._flushed_events, self._flushes = first + len(docs), seq
-            return len(docs)
+            if docs:
+                self._pending = FlushBatch(seq, first, docs, state.model_dump(mode="json"))
+                written += await self._send(store, self._pending)
+            return written
+
+    async def _send(self, store: ManagedStateStore, batch: FlushBatch) -> int:
+        await store.append(self._session_id, batch)  # an error leaves the batch pending
+        with self._lock:
+            self._flushed_events, self._flushes = batch.first_event + len(batch.events), batch.flush_seq
+        self._pending = None
+        return len(batch.events)
 
     @classmethod
     async def restore(cls, session_id: str, store: ManagedStateStore) -> CheckpointManager:

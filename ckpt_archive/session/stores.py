@@ -59,7 +59,10 @@ class ManagedStateStore(Protocol):
     def durability(self) -> Durability: ...
 
     async def append(self, session_id: str, batch: FlushBatch) -> None:
-        """Store ``batch`` as flush ``batch.flush_seq``; SessionFlushConflict if that flush exists."""
+        """Store ``batch`` as flush ``batch.flush_seq``; SessionFlushConflict if another flush has that number.
+
+        Idempotent: appending the very batch already stored (a retry after an unknown outcome) succeeds.
+        """
         ...
 
     async def load(self, session_id: str) -> StoredSession | None:
@@ -105,6 +108,8 @@ class InMemoryManagedStateStore:
         with self._lock:
             batches = self._sessions.setdefault(session_id, [])
             if len(batches) >= batch.flush_seq:
+                if batches[batch.flush_seq - 1] == copy:
+                    return  # a retry of a flush that landed
                 raise _conflict(session_id, batch.flush_seq)
             if len(batches) != batch.flush_seq - 1:
                 raise SessionFlushConflict(f"session {session_id!r}: flush {batch.flush_seq} skips a flush")
@@ -210,7 +215,10 @@ class ArchiveManagedStateStore:
 
     async def append(self, session_id: str, batch: FlushBatch) -> None:
         key = batch_key(session_id, batch.flush_seq)  # one conditional PUT per flush, nothing else
-        if not await self.store.put_if_absent(key, encode_batch(session_id, batch)):
+        data = encode_batch(session_id, batch)
+        if not await self.store.put_if_absent(key, data):
+            if await self.store.get_or_none(key) == data:
+                return  # a retry of a flush whose first attempt landed (an unknown outcome): same bytes
             raise _conflict(session_id, batch.flush_seq)
 
     async def load(self, session_id: str) -> StoredSession | None:
