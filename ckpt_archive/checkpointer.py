@@ -434,9 +434,13 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
         stored = await self.inner.aload_by_id(checkpoint_id)
         if stored is None:
             raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist")
-        state, _ = await self._resolve(stored)
-        meta = {**stored.metadata, _MARK: {"kind": "full", "depth": 0}}
-        return stored.model_copy(update={"state": state, "metadata": meta})
+        (state, messages), _ = await self._resolve(stored)
+        mark = stored.metadata.get(_MARK)
+        full: dict[str, Any] = {"kind": "full", "depth": 0}
+        if isinstance(mark, dict) and mark.get("protection") is not None:
+            full["protection"] = mark["protection"]  # same content: the same protection
+        meta = {**stored.metadata, _MARK: full}
+        return stored.model_copy(update={"state": state, "messages": messages, "metadata": meta})
 
     async def _delta_children(self, thread_id: str, parents: set[str]) -> list[str]:
         out = []
@@ -461,7 +465,13 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
             )
         for child in await self._delta_children(target.thread_id, {checkpoint_id}):
             replace(await self._as_full(child))
-        version: int = replace(target.model_copy(update={"state": copy.deepcopy(state)}), expected_version)
+        edited = target.model_copy(update={"state": copy.deepcopy(state)})
+        mark = dict(edited.metadata[_MARK])
+        if mark.get("protection") is not None:  # an edit is sanctioned: protect the new content anew
+            binding = mark["protection"].get("binding_sha256")
+            mark["protection"] = Protection.of(edited.state, edited.messages, binding).model_dump()
+            edited = edited.model_copy(update={"metadata": {**edited.metadata, _MARK: mark}})
+        version: int = replace(edited, expected_version)
         self._cache.clear()
         return version
 

@@ -11,13 +11,15 @@ import ckpt_archive as ca
 from .conftest import open_backend
 
 TOKEN = ca.binding_digest("host token")
-KINDS = ["memory", "archive-local", "archive-s3"]
+KINDS = ["memory", "delta-memory", "archive-local", "archive-s3"]
 
 
 @pytest.fixture(params=KINDS)
 def cp(request: pytest.FixtureRequest, archive_url: Any) -> Any:
     if request.param == "memory":
         return ca.MemoryCheckpointer()
+    if request.param == "delta-memory":
+        return ca.DeltaCheckpointer(ca.MemoryCheckpointer(), ca.DeltaConfig(full_snapshot_interval=4))
     return open_backend(archive_url, request.param.removeprefix("archive-"), full_snapshot_interval=4)
 
 
