@@ -26,7 +26,7 @@ from .. import codec
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
 from ..checkpointer import AsyncCoreCheckpointer, Ids, Infos
-from ..delta import Delta, apply, diff
+from ..delta import MESSAGES, Delta, apply_checkpoint, diff_checkpoint
 from ..errors import (
     CheckpointConflict,
     CheckpointNotFound,
@@ -35,11 +35,12 @@ from ..errors import (
     MissingObject,
     UnsupportedFormatVersion,
 )
-from ..model import Checkpoint, CheckpointInfo
+from ..model import Checkpoint, CheckpointInfo, Protection
 from . import layout, pages
+from .content import Content, paged_snapshot
 from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
-from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
+from .objects import SegmentReader, decode_snapshot_content, encode_segment, verify
 from .parts import read_folded, seal_parts
 from .store import ObjectStore
 
@@ -81,7 +82,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         self.full_snapshot_interval = full_snapshot_interval
         self._manifests: dict[str, Manifest] = {}
         self._folded_seq: dict[str, int | None] = {}
-        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._states: OrderedDict[str, Content] = OrderedDict()
         self._state_cache = state_cache
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
@@ -93,8 +94,8 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             lock = self._locks[thread_id] = asyncio.Lock()
         return lock
 
-    def _remember(self, checkpoint_id: str, state: dict[str, Any]) -> None:
-        self._states[checkpoint_id] = state
+    def _remember(self, checkpoint_id: str, content: Content) -> None:
+        self._states[checkpoint_id] = content
         self._states.move_to_end(checkpoint_id)
         while len(self._states) > self._state_cache:
             self._states.popitem(last=False)
@@ -190,11 +191,16 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
 
     # -- reconstructing states ---------------------------------------------------
     async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
+        """The state at the end of ``chain`` (``_materialize_content`` has the messages too)."""
+        return (await self._materialize_content(thread_id, chain, inline))[0]
+
+    async def _materialize_content(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> Content:
+        messages: list[Any] = []
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
             cached = self._states.get(state_key(chain[i]))
             if cached is not None:
-                start, state = i + 1, cached
+                start, (state, messages) = i + 1, cached
                 break
         todo = chain[start:]
         page_refs = {p["digest"]: p for r in todo if r["ref"]["type"] == "snapshot" for p in r["ref"].get("pages", [])}
@@ -212,8 +218,11 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
                 origin = ref.get("origin", cid)  # a copied snapshot names the checkpoint it was taken of
-                state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=origin, key=ref["key"])
-                if table:
+                state, table, messages, message_table = decode_snapshot_content(
+                    data, thread_id=thread_id, checkpoint_id=origin, key=ref["key"]
+                )
+                if table or message_table:
+                    wanted = {d for t in (table, message_table) for ds in t.values() for d in ds}
                     items = {
                         d: pages.decode_page(
                             self._fetched(datas, page_refs[d]["key"], thread_id, cid),
@@ -221,9 +230,10 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                             thread_id=thread_id,
                             checkpoint_id=cid,
                         )
-                        for d in {d for ds in table.values() for d in ds}
+                        for d in wanted
                     }
                     state = pages.join(state, table, items)
+                    messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -233,11 +243,11 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 ops = inline.get(cid, [])
             else:
                 ops = []
-            state = apply(state, ops)
+            state, messages = apply_checkpoint(state, messages, ops)
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
-        self._remember(state_key(chain[-1]), state)
-        return state
+        self._remember(state_key(chain[-1]), (state, messages))
+        return state, messages
 
     @staticmethod
     def _fetched(datas: dict[str, bytes | None], key: str, thread_id: str, checkpoint_id: str) -> bytes:
@@ -251,28 +261,38 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             )
         return data
 
-    def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
+    def _checkpoint(self, thread_id: str, rec: Record, content: Content) -> Checkpoint:
+        """The caller's private copy of a checkpoint; its protection, when present, is checked."""
         f = rec.get("fields", {})
-        return Checkpoint.model_construct(
+        state, messages = codec.loads(codec.dumps(content))
+        protection = f.get("protection")
+        ckpt = Checkpoint.model_construct(
             thread_id=thread_id,
             checkpoint_id=rec["id"],
             parent_id=rec.get("parent"),
             step=rec["step"],
-            state=codec.loads(codec.dumps(state)),  # a private copy for the caller
+            state=state,
             pending_nodes=list(f.get("pending_nodes", [])),
             metadata=dict(rec.get("metadata", {})),
             created_at=datetime.fromisoformat(rec["created_at"]),
             cleared_interrupt=f.get("cleared_interrupt"),
             attempts=dict(f.get("attempts", {})),
             child_ledger=dict(f.get("child_ledger", {})),
+            run_id=f.get("run_id"),
+            node_id=f.get("node_id"),
+            messages=messages,
+            protection=None if protection is None else Protection.model_validate(protection),
         )
+        ckpt.check_protection()
+        return ckpt
 
-    async def _state_of(self, m: Manifest, checkpoint_id: str) -> dict[str, Any]:
+    async def _content_of(self, m: Manifest, checkpoint_id: str) -> Content:
+        """(state, messages) of a checkpoint of ``m``, from the cache or rebuilt from its chain."""
         rec = m.records.get(checkpoint_id)
         cached = self._states.get(state_key(rec)) if rec is not None else None
         if cached is not None:
             return cached
-        return await self._materialize(m.thread_id, m.chain(checkpoint_id), m.inline)
+        return await self._materialize_content(m.thread_id, m.chain(checkpoint_id), m.inline)
 
     # -- the protocol ------------------------------------------------------------
     async def _load(self, thread_id: str) -> Checkpoint | None:
@@ -282,13 +302,13 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             hint, _ = await asyncio.gather(self._read_hint(thread_id), self._check_root())
             if hint is not None and hint.get("chain"):
                 chain, inline = hint_chain(hint)
-                probe, state = await asyncio.gather(
+                probe, content = await asyncio.gather(
                     self.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
-                    self._materialize(thread_id, chain, inline),
+                    self._materialize_content(thread_id, chain, inline),
                 )
                 if probe is None:
                     self._hint_heads[thread_id] = chain[-1]["id"]  # the head this writer last read
-                    return self._checkpoint(thread_id, chain[-1], state)
+                    return self._checkpoint(thread_id, chain[-1], content)
             m = await self._manifest(thread_id, hint=hint)
         else:
             await self._check_root()
@@ -296,7 +316,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         if m.head is None:
             return None
         rec = m.records[m.head]
-        return self._checkpoint(thread_id, rec, await self._state_of(m, m.head))
+        return self._checkpoint(thread_id, rec, await self._content_of(m, m.head))
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         data, _ = await asyncio.gather(self.store.get_or_none(layout.id_key(checkpoint_id)), self._check_root())
@@ -307,7 +327,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         rec = m.records.get(checkpoint_id)
         if rec is None:
             return None
-        return self._checkpoint(thread_id, rec, await self._state_of(m, checkpoint_id))
+        return self._checkpoint(thread_id, rec, await self._content_of(m, checkpoint_id))
 
     async def _list(self, thread_id: str) -> Infos:
         layout.thread_dir(thread_id)
@@ -341,6 +361,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
+        checkpoint.check_protection()
         thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
         layout.thread_dir(thread_id)
         layout.id_key(cid)
@@ -367,7 +388,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, writes, state = await self._prepare(m, checkpoint, parent_id)
+                actions, writes, content = await self._prepare(m, checkpoint, parent_id)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
                     index_written = True
@@ -385,15 +406,15 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
             self._read_at[thread_id] = time.monotonic()
-            self._remember(f"{cid}@1", state)
+            self._remember(f"{cid}@1", content)
             await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
         return cid
 
     async def _prepare(
         self, m: Manifest, ckpt: Checkpoint, parent_id: str | None
-    ) -> tuple[list[dict[str, Any]], list[Any], dict[str, Any]]:
-        """Actions of the commit, payload writes to run before it, and the new state."""
-        state = codec.loads(codec.dumps(ckpt.state))
+    ) -> tuple[list[dict[str, Any]], list[Any], Content]:
+        """Actions of the commit, payload writes to run before it, and the new content."""
+        state, messages = codec.loads(codec.dumps([ckpt.state, ckpt.messages]))
         parent = m.records.get(parent_id) if parent_id else None
         depth = None if parent is None else int(parent["depth"])
         record: Record = {
@@ -410,13 +431,17 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             },
             "version": 1,
         }
+        for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
+            if getattr(ckpt, name) is not None:
+                record["fields"][name] = getattr(ckpt, name)
+        if ckpt.protection is not None:
+            record["fields"]["protection"] = ckpt.protection.model_dump()
         writes: list[Any] = []
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
             known = self._known_pages(m, parent_id)
-            tails, table, new_pages, page_refs = pages.split(state, lambda d: layout.page_key(m.thread_id, d), known)
-            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, tails, table)
+            data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
             writes.append(self.store.put(key, data))
             writes.extend(self.store.put(k, d) for k, d in new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
@@ -430,7 +455,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 actions.append(action)
             actions.insert(0, {"action": "add", "record": record})
         else:
-            ops = diff(await self._state_of(m, parent_id), state)
+            ops = diff_checkpoint(*await self._content_of(m, parent_id), state, messages)
             assert depth is not None
             record.update(kind="delta", depth=depth + 1)
             if ops:
@@ -439,7 +464,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             else:
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
-        return actions, writes, state
+        return actions, writes, (state, messages)
 
     @staticmethod
     def _known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:

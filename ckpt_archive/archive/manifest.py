@@ -31,7 +31,7 @@ from ..errors import BrokenChain, CorruptManifest, IntegrityError, UnsupportedFo
 
 Record = dict[str, Any]
 KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "rebase", "update", "tombstone", "purge"})
-UPDATABLE = frozenset({"kind", "depth", "ref", "bytes", "version", "metadata"})
+UPDATABLE = frozenset({"kind", "depth", "ref", "bytes", "version", "metadata", "fields"})
 
 
 def seal(doc: dict[str, Any]) -> bytes:
