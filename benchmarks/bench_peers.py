@@ -14,7 +14,7 @@ counted at the server (``ckpt_archive.testing.S3Server``).
 
 Writes ``benchmarks/results/peers.json`` (raw), ``peers.md`` and PNG plots (see ``report.py``).
 
-    .venv/bin/python benchmarks/bench_peers.py [--steps 1000 --repeats 3 --w3-threads 200 | --full | --smoke]
+    .venv/bin/python benchmarks/bench_peers.py [--steps 1000 --repeats 3 --w3-threads 100 | --full | --smoke]
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--w3-threads", type=int, default=200)
+    parser.add_argument("--w3-threads", type=int, default=100)
     parser.add_argument("--w3-steps", type=int, default=20)
     parser.add_argument("--full", action="store_true", help="W3 at full size: 10,000 threads x 20 steps")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the harness in seconds")

@@ -339,15 +339,22 @@ def fresh_read(store: str, url: str, opts: dict[str, Any], thread: str, marker: 
     """Time load-latest, list-all and list(limit=1), each on a newly opened store object.
 
     Not timed: importing the store's modules and, on S3, opening the HTTP client (a throwaway store
-    object is opened and a marker read first; the stores then share fsspec's cached S3 filesystem).
+    object is opened and a marker read first; the stores then share fsspec's cached S3 filesystem, on
+    which ``RoundTrips`` counts the sequential round trips of each operation, client side).
     """
     opts = {**opts, "skip_instance_cache": False} if opts else opts
     open_store(store, url, opts).close()
     mark_fs = fsspec.filesystem("s3", **opts) if marker else None
+    trips = None
     if mark_fs is not None:
+        from ckpt_archive.testing import RoundTrips
+
         mark_fs.cat_file(f"{marker}/warm")
+        trips = RoundTrips(mark_fs)  # the stores share this cached filesystem instance
     out: dict[str, Any] = {}
     for op in ("load", "list", "list1"):
+        if trips is not None:
+            trips.reset()
         t0 = time.perf_counter()
         s = open_store(store, url, opts)
         if op == "load":
@@ -356,6 +363,8 @@ def fresh_read(store: str, url: str, opts: dict[str, Any], thread: str, marker: 
             out["n_" + op] = s.list(thread, 1 if op == "list1" else None)
         out[op] = time.perf_counter() - t0
         s.close()
+        if trips is not None:
+            out[f"rt_{op}"] = trips.depth
         if mark_fs is not None:
             mark_fs.cat_file(f"{marker}/{op}")
     return out

@@ -35,6 +35,13 @@ def gc(r: dict[str, Any]) -> str:
     return f" ({r['bytes_gc']:,.0f} after gc)" if "bytes_gc" in r else ""
 
 
+def trips(r: dict[str, Any]) -> str:
+    """Sequential round trips, counted client side on the async fsspec methods (naive-json uses sync ones)."""
+    if r["store"] == "naive-json" or "rt_load" not in r:
+        return "n/a"
+    return f"{r['rt_load']:.0f} / {r['rt_list']:.0f} / {r['rt_list1']:.0f}"
+
+
 def w1_table(rows: list[dict[str, Any]], floor: int, s3: bool) -> list[str]:
     head = (
         "| store | bytes stored | vs floor | save p50 ms first/last 100 | save p99 ms first/last 100 "
@@ -43,8 +50,8 @@ def w1_table(rows: list[dict[str, Any]], floor: int, s3: bool) -> list[str]:
     sep = "|---" * 9 + "|"
     if s3:
         head += " req/save mean (max after 1st) | 1st save req / LIST | LIST in later saves "
-        head += "| req load | req list | req list1 |"
-        sep += "---|" * 6
+        head += "| req load | req list | req list1 | round trips load / list / list1 |"
+        sep += "---|" * 7
     out = [head, sep]
     for r in rows:
         line = (
@@ -56,7 +63,7 @@ def w1_table(rows: list[dict[str, Any]], floor: int, s3: bool) -> list[str]:
             line += (
                 f" {r['req_save']:.2f} ({r['req_save_max_after_first']:.0f}) | {r['req_save_first']:.0f} / "
                 f"{r['save_lists_first']:.0f} | {r['save_lists'] - r['save_lists_first']:.0f} | {r['req_load']:.0f}"
-                f" | {r['req_list']:.0f} | {r['req_list1']:.0f} |"
+                f" | {r['req_list']:.0f} | {r['req_list1']:.0f} | {trips(r)} |"
             )
         out.append(line)
     return out
@@ -114,6 +121,11 @@ def target_checks(w1: list[dict[str, Any]], floor: int) -> list[str]:
                     f"{r['req_save_max_after_first']:.0f}, LIST after the first save {later:.0f} (first save, which "
                     f"creates the archive: {r['req_save_first']:.0f} requests, {r['save_lists_first']:.0f} LIST) — "
                     f"{mark[ok]}"
+                )
+            if kind == "s3" and "rt_load" in r:
+                out.append(
+                    f"- {where}: load latest in ≤ 3 sequential round trips: {r['rt_load']:.0f} ({r['req_load']:.0f} "
+                    f"requests) — {mark[r['rt_load'] <= 3]}"
                 )
             if peer:
                 out.append(
