@@ -25,6 +25,7 @@ from .errors import (
     UnsupportedFormatVersion,
 )
 from .model import Checkpoint, CheckpointInfo
+from .retention import GcReport, PruneReport, RetentionPolicy
 
 __version__ = "0.1.0"
 
@@ -43,13 +44,16 @@ __all__ = [
     "DeltaConfig",
     "DigestMismatch",
     "DuplicateCheckpointId",
+    "GcReport",
     "IntegrityError",
     "InvalidIdentifier",
     "InvalidState",
     "MemoryCheckpointer",
     "MissingObject",
     "ObjectStore",
+    "PruneReport",
     "ReservedMetadataKey",
+    "RetentionPolicy",
     "TruncatedObject",
     "UnsafeBackend",
     "UnsupportedFormatVersion",

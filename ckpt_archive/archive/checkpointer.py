@@ -16,9 +16,10 @@ Save protocol (docs/FORMAT.md has the normative version):
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import OrderedDict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .. import codec
@@ -36,13 +37,28 @@ from ..errors import (
 )
 from ..model import Checkpoint, CheckpointInfo
 from . import layout, pages
+from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
+from .parts import read_folded, seal_parts
 from .store import ObjectStore
 
+DEFAULT_GC_GRACE = timedelta(hours=1)
 
-class ArchiveCheckpointer(AsyncCoreCheckpointer):
-    """Checkpoints of many threads under one root of any fsspec filesystem."""
+
+def state_key(rec: Record) -> str:
+    """Cache key of a record's state: an edit bumps the version, so a stale state is never reused."""
+    return f"{rec['id']}@{rec.get('version', 1)}"
+
+
+class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
+    """Checkpoints of many threads under one root of any fsspec filesystem.
+
+    ``gc_grace`` is how long an object stays on storage after it stopped being
+    referenced (and how old an unreferenced object must be before ``gc`` treats
+    it as an orphan). A cached manifest older than half of it is re-read, so no
+    instance ever acts on a manifest that ``gc`` may have cut the log under.
+    """
 
     def __init__(
         self,
@@ -51,9 +67,15 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         full_snapshot_interval: int = 10,
         url: str | None = None,
         state_cache: int = 32,
+        gc_grace: timedelta = DEFAULT_GC_GRACE,
     ) -> None:
         if full_snapshot_interval < 1:
             raise ValueError("full_snapshot_interval must be >= 1")
+        if gc_grace < timedelta(0):
+            raise ValueError("gc_grace must not be negative")
+        self.gc_grace = gc_grace
+        self._read_at: dict[str, float] = {}
+        self._hint_heads: dict[str, str] = {}
         self.store = store
         self.url = url or store.root
         self.full_snapshot_interval = full_snapshot_interval
@@ -112,7 +134,10 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     async def _manifest(self, thread_id: str, *, hint: dict[str, Any] | None = None) -> Manifest:
         """The thread's manifest, up to date with every commit made so far."""
+        self._hint_heads.pop(thread_id, None)  # the caller now sees the newest head
         cached = self._manifests.get(thread_id)
+        if cached is not None and not self._fresh(thread_id):
+            cached = None  # too old to trust: gc may have removed log entries after it
         if cached is not None:
             m = await self._fold_forward(cached)
         else:
@@ -120,7 +145,13 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 hint = await self._read_hint(thread_id)
             m = await self._rebuild(thread_id, hint)
         self._manifests[thread_id] = m
+        self._read_at[thread_id] = time.monotonic()
         return m
+
+    def _fresh(self, thread_id: str) -> bool:
+        """Was the cached manifest read (or written) within half the gc grace period?"""
+        ttl = max(self.gc_grace.total_seconds() / 2, 1.0)
+        return time.monotonic() - self._read_at.get(thread_id, 0.0) <= ttl
 
     async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None) -> Manifest:
         if hint is not None:
@@ -140,7 +171,12 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             data = datas.pop(0)
             if data is None:  # folded manifest gone (gc): start over from the listing
                 return await self._rebuild(thread_id, None) if hint is not None else Manifest(thread_id)
-            m = Manifest.from_folded(data, f"manifest {base_seq} of thread {thread_id!r}")
+            try:
+                m = await read_folded(self.store, thread_id, data, f"manifest {base_seq} of thread {thread_id!r}")
+            except MissingObject:  # a part of an older fold already collected: use the newest fold
+                if hint is None:
+                    raise
+                return await self._rebuild(thread_id, None)
         else:
             m = Manifest(thread_id)
         for seq, data in zip(range(start + 1, last + 1), datas, strict=True):
@@ -156,7 +192,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
-            cached = self._states.get(chain[i]["id"])
+            cached = self._states.get(state_key(chain[i]))
             if cached is not None:
                 start, state = i + 1, cached
                 break
@@ -175,7 +211,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                origin = ref.get("origin", cid)  # a copied snapshot names the checkpoint it was taken of
+                state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=origin, key=ref["key"])
                 if table:
                     items = {
                         d: pages.decode_page(
@@ -191,7 +228,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
             if ref["type"] == "segment":
-                ops = readers[ref["key"]].ops(cid, ref["row_group"])
+                ops = readers[ref["key"]].ops(ref.get("origin", cid), ref["row_group"])
             elif ref["type"] == "inline":
                 ops = inline.get(cid, [])
             else:
@@ -199,7 +236,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             state = apply(state, ops)
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
-        self._remember(chain[-1]["id"], state)
+        self._remember(state_key(chain[-1]), state)
         return state
 
     @staticmethod
@@ -231,7 +268,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         )
 
     async def _state_of(self, m: Manifest, checkpoint_id: str) -> dict[str, Any]:
-        cached = self._states.get(checkpoint_id)
+        rec = m.records.get(checkpoint_id)
+        cached = self._states.get(state_key(rec)) if rec is not None else None
         if cached is not None:
             return cached
         return await self._materialize(m.thread_id, m.chain(checkpoint_id), m.inline)
@@ -249,6 +287,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                     self._materialize(thread_id, chain, inline),
                 )
                 if probe is None:
+                    self._hint_heads[thread_id] = chain[-1]["id"]  # the head this writer last read
                     return self._checkpoint(thread_id, chain[-1], state)
             m = await self._manifest(thread_id, hint=hint)
         else:
@@ -297,8 +336,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         await self.store.delete_prefix(layout.thread_dir(thread_id))
         self._manifests.pop(thread_id, None)
         self._folded_seq.pop(thread_id, None)
-        for cid in m.records:
-            self._states.pop(cid, None)
+        for rec in m.records.values():
+            self._states.pop(state_key(rec), None)
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
@@ -309,8 +348,16 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         async with self._lock(thread_id):
             # The writer's cached view is its "known head": no read before the commit, whose
             # put-if-absent detects anyone who committed since.
+            seen = self._hint_heads.pop(thread_id, None)
             m = self._manifests.get(thread_id) or await self._manifest(thread_id)
             explicit = checkpoint.parent_id is not None
+            if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
+                seen, m = m.head, await self._manifest(thread_id)
+            if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
+                raise CheckpointConflict(
+                    f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
+                    f"(head {seen!r}); reload and save again, or pass parent_id to fork"
+                )
             if explicit and checkpoint.parent_id not in m.records:
                 m = await self._manifest(thread_id)
             index_written = False
@@ -329,7 +376,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 if await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
                     break
                 m = await self._manifest(thread_id)
-                if not explicit:
+                if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
                     raise CheckpointConflict(
                         f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
                         "writer last read it; reload and save again, or pass parent_id to fork"
@@ -337,7 +384,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             new = m.copy()
             new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
-            self._remember(cid, state)
+            self._read_at[thread_id] = time.monotonic()
+            self._remember(f"{cid}@1", state)
             await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
         return cid
 
@@ -435,7 +483,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     async def _publish(self, m: Manifest, *, compacted: bool) -> None:
         """After a commit: rewrite the hint; after a compaction also fold the manifest."""
         tasks = [self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id)))]
-        if compacted:
+        if compacted:  # sealed parts first: the fold that names them must never exist without them
+            await asyncio.gather(*(self.store.put(key, data) for key, data in seal_parts(m)))
             tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
         await asyncio.gather(*tasks)
         if compacted:
