@@ -224,6 +224,7 @@ def main() -> None:
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--targets", default="local,s3")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--merge", action="store_true", help="replace/add these stores' rows in peers.json")
     args = parser.parse_args()
     if args.full:
         args.w3_threads = 10_000
@@ -246,10 +247,20 @@ def main() -> None:
             w1.append(median_of(runs))
             w3.append(run_w3(store, kind, args.w3_threads, args.w3_steps))
             print(f"W3 {kind:5} {store:20} save {w3[-1]['save']:.1f}s  {time.time() - started:6.0f}s", flush=True)
-    params = {k: v for k, v in vars(args).items() if k != "out"}
+    params = {k: v for k, v in vars(args).items() if k not in ("out", "merge")}
     params["skipped"] = skipped
     params["command"] = " ".join(["benchmarks/bench_peers.py", *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.merge:  # a store added later (say, once installed), same sizes, kept beside the earlier rows
+        old = json.loads((args.out / "peers.json").read_text())
+        ran = {(r["store"], r["target"]) for r in w1}
+        w1 = [r for r in old["w1"] if (r["store"], r["target"]) not in ran] + w1
+        w3 = [r for r in old["w3"] if (r["store"], r["target"]) not in ran] + w3
+        order = {name: i for i, name in enumerate(STORES)}
+        w1.sort(key=lambda r: (r["target"] != "local", order[r["store"]]))
+        w3.sort(key=lambda r: (r["target"] != "local", order[r["store"]]))
+        params["skipped"] = [s for s in old["params"]["skipped"] if s not in stores]
+        params["command"] = f"{old['params']['command']}` then `{params['command']}"
     (args.out / "peers.json").write_text(json.dumps({"params": params, "w1": w1, "w3": w3}, default=str))
     print(render_peers(args.out))
 
