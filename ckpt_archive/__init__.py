@@ -61,3 +61,10 @@ __all__ = [
     "diff",
     "open_archive",
 ]
+
+try:  # re-exported only when the optional `langgraph` extra is installed
+    from .integrations.langgraph import ArchiveSaver
+except ImportError:  # pragma: no cover - exercised only without the extra
+    pass
+else:
+    __all__ += ["ArchiveSaver"]

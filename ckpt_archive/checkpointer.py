@@ -211,6 +211,28 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
             self._versions[checkpoint_id] = version + 1
             return version + 1
 
+    def _replace_stored(self, stored: Checkpoint, expected_version: int | None = None) -> int:
+        """Replace a stored checkpoint as is (state and metadata), for wrappers such as DeltaCheckpointer.
+
+        With ``expected_version`` it is an edit (checked, version + 1); without, a re-encoding of the
+        same logical checkpoint (version unchanged). Returns the version.
+        """
+        with self._lock:
+            thread = self._owner.get(stored.checkpoint_id)
+            if thread is None:
+                raise CheckpointNotFound(f"checkpoint {stored.checkpoint_id!r} does not exist")
+            version = self._versions.get(stored.checkpoint_id, 1)
+            if expected_version is not None:
+                if version != expected_version:
+                    raise CheckpointVersionConflict(
+                        f"checkpoint {stored.checkpoint_id!r} is at version {version}, not {expected_version}; "
+                        "nothing changed"
+                    )
+                version += 1
+                self._versions[stored.checkpoint_id] = version
+            self._threads_map[thread][stored.checkpoint_id] = copy.deepcopy(stored)
+            return version
+
     async def _history(self, thread_id: str) -> AsyncIterator[Checkpoint]:
         with self._lock:
             ids = list(self._threads_map.get(thread_id, {}))
@@ -368,6 +390,65 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
 
     async def _threads(self) -> Ids:
         return await self.inner.athreads()
+
+    # -- edits and removals: need an inner that can replace a stored checkpoint (MemoryCheckpointer) --
+    def _replacer(self) -> Any:
+        replace = getattr(self.inner, "_replace_stored", None)
+        if replace is None:
+            raise NotImplementedError(
+                f"DeltaCheckpointer over {type(self.inner).__name__} cannot edit or remove checkpoints "
+                "(the inner checkpointer cannot replace a stored checkpoint); use MemoryCheckpointer or the archive"
+            )
+        return replace
+
+    async def _as_full(self, checkpoint_id: str) -> Checkpoint:
+        """The stored form of a checkpoint re-encoded as a full snapshot of its own state."""
+        stored = await self.inner.aload_by_id(checkpoint_id)
+        if stored is None:
+            raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist")
+        state, _ = await self._resolve(stored)
+        meta = {**stored.metadata, _MARK: {"kind": "full", "depth": 0}}
+        return stored.model_copy(update={"state": state, "metadata": meta})
+
+    async def _delta_children(self, thread_id: str, parents: set[str]) -> list[str]:
+        out = []
+        for info in await self.inner.alist(thread_id):
+            mark = info.metadata.get(_MARK)
+            if info.parent_id in parents and isinstance(mark, dict) and mark.get("kind") == "delta":
+                out.append(info.checkpoint_id)
+        return out
+
+    async def _update_state(self, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int:
+        """The edited checkpoint becomes a full snapshot; its delta children are re-based first."""
+        replace = self._replacer()
+        if not isinstance(state, dict):
+            raise InvalidState(f"state must be a dict, got {type(state).__name__}")
+        codec.check_json(state)
+        target = await self._as_full(checkpoint_id)
+        current = {i.checkpoint_id: i.version for i in await self.inner.alist(target.thread_id)}
+        if current.get(checkpoint_id, 1) != expected_version:
+            raise CheckpointVersionConflict(
+                f"checkpoint {checkpoint_id!r} is at version {current.get(checkpoint_id, 1)}, not "
+                f"{expected_version}; nothing changed"
+            )
+        for child in await self._delta_children(target.thread_id, {checkpoint_id}):
+            replace(await self._as_full(child))
+        version: int = replace(target.model_copy(update={"state": copy.deepcopy(state)}), expected_version)
+        self._cache.clear()
+        return version
+
+    async def _remove(self, thread_id: str, checkpoint_ids: Iterable[str], dry_run: bool) -> PruneReport:
+        """Kept deltas whose parent goes are re-based onto full snapshots first, then the inner removes."""
+        replace = self._replacer()
+        wanted = {i.checkpoint_id for i in await self.inner.alist(thread_id)} & set(checkpoint_ids)
+        rebase = [c for c in await self._delta_children(thread_id, wanted) if c not in wanted]
+        if not dry_run:
+            for child in rebase:
+                replace(await self._as_full(child))
+        report: PruneReport = await self.inner.aremove(thread_id, wanted, dry_run=dry_run)  # type: ignore[attr-defined]
+        report.rebased = rebase
+        self._cache.clear()
+        return report
 
     async def _history(self, thread_id: str) -> AsyncIterator[Checkpoint]:
         for info in await self.inner.alist(thread_id):  # parents resolve from the cache: no replays

@@ -206,10 +206,9 @@ def test_protocol(cp: Any) -> None:
     assert isinstance(cp, ca.Checkpointer)
 
 
-# -- history and edits: memory and archive (DeltaCheckpointer has history only) ----------------
+# -- history, edits and removals ------------------------------------------------------------------
 def _editable(cp: Any) -> None:
-    if isinstance(cp, ca.DeltaCheckpointer):
-        pytest.skip("DeltaCheckpointer has history but no update_state/remove")
+    """Every checkpointer here edits and removes (DeltaCheckpointer through its memory inner)."""
 
 
 def test_history_oldest_first_full_states(cp: Any) -> None:
