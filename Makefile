@@ -37,6 +37,8 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_peers.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_graph.py
+	$(PY) benchmarks/bench_langgraph.py
+	$(PY) benchmarks/bench_prune.py
 
 clean:
 	rm -rf $(VENV) demo-archive .pytest_cache .mypy_cache .hypothesis
