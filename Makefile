@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+BENCH_STAMP := $(VENV)/.bench-stamp
 
 .PHONY: demo test lint bench soak clean
 
@@ -11,6 +12,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
+
+# The peers compared by the benchmarks (pinned in the bench extra).
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
 
 demo: $(STAMP)
 	$(PY) -m ckpt_archive.demo ./demo-archive
@@ -26,8 +32,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check ckpt_archive tests benchmarks
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+# Every benchmark script; tables and plots land in benchmarks/results/. BENCH_ARGS for bench_peers (e.g. --full).
+bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_peers.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_graph.py
+	$(PY) benchmarks/bench_langgraph.py
+	$(PY) benchmarks/bench_prune.py
 
 clean:
 	rm -rf $(VENV) demo-archive .pytest_cache .mypy_cache .hypothesis

@@ -1,0 +1,50 @@
+"""The peer benchmark harness runs end to end at tiny sizes (the real run is ``make bench``).
+
+It checks the harness, not speed: every installed store saves, reloads in a fresh process and lists the
+same thread, W3 prunes to keep_last 5, and the report is written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+from bench_peers import split_log  # noqa: E402
+from peers import STORES, available  # noqa: E402
+
+
+def test_split_log_assigns_requests_to_the_operation_before_each_marker() -> None:
+    log = [
+        ("GET", "/b/_mark/warm"),
+        ("GET", "/b/a/_head.json"),
+        ("GET", "/b/a/x"),
+        ("HEAD", "/b/_mark/load"),
+        ("GET", "/b/_mark/load"),
+        ("LIST", "/b"),
+        ("GET", "/b/_mark/list"),
+    ]
+    out = split_log(log, "/b/_mark")
+    assert out == {"warm": Counter(), "load": Counter({"GET": 2}), "list": Counter({"LIST": 1})}
+
+
+def test_peer_benchmark_smoke_local(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(BENCH / "bench_peers.py"), "--smoke", "--targets", "local", "--out", str(tmp_path)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
+    data = json.loads((tmp_path / "peers.json").read_text())
+    installed = [s for s in STORES if available(s)]
+    assert [r["store"] for r in data["w1"]] == installed
+    for r in data["w1"]:
+        assert r["bytes"] > 0 and r["messages"] == 30 and r["n_list"] == 30 and r["n_list1"] == 1
+        assert len(r["saves"]) == 30
+    for r in data["w3"]:
+        assert r["threads"] == 3 and r["bytes"] > 0
+    md = (tmp_path / "peers.md").read_text()
+    for store in installed:
+        assert f"| {store} |" in md
+    assert (tmp_path / "w1_bytes.png").stat().st_size > 1000
