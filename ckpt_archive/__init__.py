@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .archive import ArchiveCheckpointer, ObjectStore, open_archive
+from .archive import ArchiveCheckpointer, ObjectStore, Problem, RestoredState, VerifyReport, open_archive
 from .chain import DeltaConfig
 from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
 from .delta import apply, diff
@@ -49,10 +49,13 @@ __all__ = [
     "MemoryCheckpointer",
     "MissingObject",
     "ObjectStore",
+    "Problem",
     "ReservedMetadataKey",
+    "RestoredState",
     "TruncatedObject",
     "UnsafeBackend",
     "UnsupportedFormatVersion",
+    "VerifyReport",
     "apply",
     "diff",
     "open_archive",

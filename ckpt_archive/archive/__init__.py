@@ -8,8 +8,9 @@ import fsspec
 
 from .checkpointer import ArchiveCheckpointer
 from .store import ObjectStore
+from .verify import Problem, RestoredState, VerifyReport
 
-__all__ = ["ArchiveCheckpointer", "ObjectStore", "open_archive"]
+__all__ = ["ArchiveCheckpointer", "ObjectStore", "Problem", "RestoredState", "VerifyReport", "open_archive"]
 
 
 def open_archive(

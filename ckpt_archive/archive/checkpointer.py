@@ -37,11 +37,12 @@ from ..errors import (
 from ..model import Checkpoint, CheckpointInfo
 from . import layout
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
-from .objects import SegmentReader, decode_snapshot, encode_segment, encode_snapshot, verify
+from .objects import SegmentReader, check_state, decode_snapshot, encode_segment, encode_snapshot, verify
 from .store import ObjectStore
+from .verify import IntegrityMixin
 
 
-class ArchiveCheckpointer(AsyncCoreCheckpointer):
+class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
     """Checkpoints of many threads under one root of any fsspec filesystem."""
 
     def __init__(
@@ -98,17 +99,17 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 return m
             if m is self._manifests.get(m.thread_id):
                 m = m.copy()
-            m.apply_entry(unseal(data, f"commit {m.seq + 1} of thread {m.thread_id!r}"))
+            key = layout.log_key(m.thread_id, m.seq + 1)
+            m.apply_entry(unseal(data, f"commit {m.seq + 1}", thread_id=m.thread_id, key=key))
 
     async def _read_hint(self, thread_id: str) -> dict[str, Any] | None:
         data = await self.store.get_or_none(layout.head_key(thread_id))
         if data is None:
             return None
         try:
-            doc = unseal(data, f"head hint of thread {thread_id!r}")
+            return unseal(data, "head hint", thread_id=thread_id)
         except (CorruptManifest, UnsupportedFormatVersion):
             return None  # only a hint: fall back to the log itself
-        return doc if doc.get("thread_id") == thread_id else None
 
     async def _manifest(self, thread_id: str, *, hint: dict[str, Any] | None = None) -> Manifest:
         """The thread's manifest, up to date with every commit made so far."""
@@ -140,17 +141,58 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             data = datas.pop(0)
             if data is None:  # folded manifest gone (gc): start over from the listing
                 return await self._rebuild(thread_id, None) if hint is not None else Manifest(thread_id)
-            m = Manifest.from_folded(data, f"manifest {base_seq} of thread {thread_id!r}")
+            key = layout.manifest_key(thread_id, base_seq)
+            try:
+                what = f"manifest {base_seq}"
+                m = Manifest.from_folded(data, what, thread_id=thread_id, key=key, seq=base_seq)
+            except CorruptManifest as exc:
+                m, base_seq = await self._replay_to(thread_id, base_seq, exc)
         else:
             m = Manifest(thread_id)
         for seq, data in zip(range(start + 1, last + 1), datas, strict=True):
+            key = layout.log_key(thread_id, seq)
             if data is None:
                 if hint is not None:
                     return await self._rebuild(thread_id, None)
-                raise CorruptManifest(f"commit {seq} of thread {thread_id!r} is missing from the log")
-            m.apply_entry(unseal(data, f"commit {seq} of thread {thread_id!r}"))
+                raise MissingObject("commit entry is missing from the log", thread_id=thread_id, key=key)
+            m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key))
         self._folded_seq[thread_id] = base_seq
         return await self._fold_forward(m)
+
+    async def _replay_to(
+        self, thread_id: str, seq: int, error: CorruptManifest
+    ) -> tuple[Manifest, int | None]:
+        """The manifest as of ``seq`` without its (corrupt) folded copy, where that is provably safe.
+
+        Commit entries are immutable and individually sealed, so an older good folded
+        manifest (or none) plus *every* commit up to ``seq`` gives exactly the state the
+        corrupt copy held. If any of those commits is gone, nothing is guessed: ``error``.
+        """
+        names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+        bases = sorted((int(n[:20]) for n in names if n.endswith(".manifest.json.zst") and int(n[:20]) < seq))
+        for base in [*reversed(bases), 0]:
+            keys = [layout.log_key(thread_id, s) for s in range(base + 1, seq + 1)]
+            if base:
+                keys.insert(0, layout.manifest_key(thread_id, base))
+            datas = await self.store.get_many(keys)
+            if any(d is None for d in datas):
+                continue
+            try:
+                if base:
+                    first = datas.pop(0)
+                    assert first is not None
+                    what = f"manifest {base}"
+                    m = Manifest.from_folded(first, what, thread_id=thread_id, key=keys[0], seq=base)
+                else:
+                    m = Manifest(thread_id)
+                for s, data in zip(range(base + 1, seq + 1), datas, strict=True):
+                    assert data is not None
+                    key = layout.log_key(thread_id, s)
+                    m.apply_entry(unseal(data, f"commit {s}", thread_id=thread_id, key=key))
+            except CorruptManifest:
+                continue
+            return m, base or None
+        raise error
 
     # -- reconstructing states ---------------------------------------------------
     async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
@@ -193,6 +235,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
             state = apply(state, ops)
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
+        check_state(state, chain[-1], thread_id)
         self._remember(chain[-1]["id"], state)
         return state
 
@@ -325,7 +368,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         self, m: Manifest, ckpt: Checkpoint, parent_id: str | None
     ) -> tuple[list[dict[str, Any]], list[Any], dict[str, Any]]:
         """Actions of the commit, payload writes to run before it, and the new state."""
-        state = codec.loads(codec.dumps(ckpt.state))
+        raw = codec.dumps(ckpt.state)
+        state = codec.loads(raw)
         parent = m.records.get(parent_id) if parent_id else None
         depth = None if parent is None else int(parent["depth"])
         record: Record = {
@@ -341,6 +385,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
                 "child_ledger": ckpt.child_ledger,
             },
             "version": 1,
+            "state_sha256": codec.sha256(raw),
         }
         writes: list[Any] = []
         actions: list[dict[str, Any]] = []

@@ -36,16 +36,26 @@ def seal(doc: dict[str, Any]) -> bytes:
     return codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))})
 
 
-def unseal(data: bytes, what: str, *, compressed: bool = False) -> dict[str, Any]:
+def unseal(
+    data: bytes,
+    what: str,
+    *,
+    compressed: bool = False,
+    thread_id: str | None = None,
+    key: str | None = None,
+) -> dict[str, Any]:
+    """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest."""
     try:
         doc = codec.decode_document(data, what, compressed=compressed)
     except UnsupportedFormatVersion:
         raise
     except IntegrityError as exc:
-        raise CorruptManifest(str(exc)) from None
+        raise CorruptManifest(str(exc), thread_id=thread_id, key=key) from None
     body = {k: v for k, v in doc.items() if k != "digest"}
     if doc.get("digest") != codec.sha256(codec.dumps(body)):
-        raise CorruptManifest(f"{what} fails its digest check")
+        raise CorruptManifest(f"{what} fails its digest check", thread_id=thread_id, key=key)
+    if thread_id is not None and "thread_id" in doc and doc["thread_id"] != thread_id:
+        raise CorruptManifest(f"{what} belongs to thread {doc['thread_id']!r}", thread_id=thread_id, key=key)
     return doc
 
 
@@ -70,7 +80,12 @@ class Manifest:
     def apply_entry(self, doc: dict[str, Any]) -> None:
         if doc.get("type") != "commit" or doc.get("seq") != self.seq + 1:
             raise CorruptManifest(
-                f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}"
+                f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}",
+                thread_id=self.thread_id,
+            )
+        if doc.get("thread_id", self.thread_id) != self.thread_id:
+            raise CorruptManifest(
+                f"commit {doc['seq']} belongs to thread {doc.get('thread_id')!r}", thread_id=self.thread_id
             )
         for action in doc.get("actions", []):
             kind = action.get("action")
@@ -124,8 +139,19 @@ class Manifest:
         return codec.compress(seal(doc))
 
     @classmethod
-    def from_folded(cls, data: bytes, what: str) -> Manifest:
-        doc = unseal(data, what, compressed=True)
+    def from_folded(
+        cls,
+        data: bytes,
+        what: str,
+        *,
+        thread_id: str | None = None,
+        key: str | None = None,
+        seq: int | None = None,
+    ) -> Manifest:
+        doc = unseal(data, what, compressed=True, thread_id=thread_id, key=key)
+        if doc.get("type") != "manifest" or (seq is not None and doc.get("seq") != seq):
+            msg = f"{what} is not the folded manifest of seq {seq}"
+            raise CorruptManifest(msg, thread_id=thread_id, key=key)
         m = cls(doc["thread_id"], doc["seq"])
         for rec in doc["records"]:
             m.records[rec["id"]] = rec

@@ -50,6 +50,18 @@ def verify(data: bytes, ref: dict[str, Any], *, thread_id: str, checkpoint_id: s
         )
 
 
+def check_state(state: dict[str, Any], record: dict[str, Any], thread_id: str) -> None:
+    """A rebuilt state must hash to the ``state_sha256`` recorded at save (records that have one)."""
+    want = record.get("state_sha256")
+    if want is not None and codec.sha256(codec.dumps(state)) != want:
+        raise DigestMismatch(
+            "rebuilt state differs from the state_sha256 recorded when it was saved",
+            thread_id=thread_id,
+            checkpoint_id=record.get("id"),
+            key=record.get("ref", {}).get("key"),
+        )
+
+
 def encode_snapshot(thread_id: str, checkpoint_id: str, state: dict[str, Any]) -> bytes:
     doc = {
         "format_version": codec.FORMAT_VERSION,
