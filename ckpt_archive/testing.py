@@ -32,8 +32,48 @@ class S3Server:
         self.requests: Counter[str] = Counter()
         self.log: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+        self._faults: list[dict[str, Any]] = []
         self._server: Any = None
         self._thread: threading.Thread | None = None
+
+    def inject(
+        self,
+        status: int,
+        code: str,
+        *,
+        count: int = 1,
+        method: str = "PUT",
+        path: str = "",
+        after: bool = False,
+    ) -> None:
+        """Answer the next ``count`` matching requests with an S3 error ``code`` (HTTP ``status``).
+
+        ``after=True`` lets the request take effect first and only then replies with the
+        error: a write whose reply was lost (the "timeout after send" ambiguity).
+        """
+        with self._lock:
+            self._faults.append(
+                {
+                    "status": status,
+                    "code": code,
+                    "left": count,
+                    "method": method,
+                    "path": path,
+                    "after": after,
+                }
+            )
+
+    def faults_left(self) -> int:
+        with self._lock:
+            return sum(f["left"] for f in self._faults)
+
+    def _fault_for(self, method: str, path: str) -> dict[str, Any] | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault["left"] > 0 and fault["method"] == method and fault["path"] in path:
+                    fault["left"] -= 1
+                    return fault
+        return None
 
     def _count(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
         def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -43,7 +83,25 @@ class S3Server:
             with self._lock:
                 self.requests[kind] += 1
                 self.log.append((kind, environ.get("PATH_INFO", "")))
-            return app(environ, start_response)
+            fault = self._fault_for(method, environ.get("PATH_INFO", ""))
+            if fault is None:
+                return app(environ, start_response)
+            if fault["after"]:
+                for _ in app(environ, lambda *a, **k: None):
+                    pass
+            else:  # the request is never applied: drain its body
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                if length:
+                    environ["wsgi.input"].read(length)
+            body = (
+                '<?xml version="1.0" encoding="UTF-8"?><Error><Code>' + fault["code"] + "</Code>"
+                "<Message>injected by S3Server.inject</Message></Error>"
+            ).encode()
+            start_response(
+                f"{fault['status']} Injected",
+                [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
 
         return wrapped
 

@@ -449,9 +449,14 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         tasks = [self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id)))]
         if compacted:
             tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
-        await asyncio.gather(*tasks)
-        if compacted:
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        # The commit already landed: a failed hint or folded manifest only costs readers a few
+        # more reads (they probe past the hint and rebuild from the log), so it is not an error.
+        if compacted and not isinstance(results[-1], BaseException):
             self._folded_seq[m.thread_id] = m.seq
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result  # a crash/cancellation is not swallowed
 
     # -- maintenance -------------------------------------------------------------
     async def _compact(self, thread_id: str) -> bool:
