@@ -18,6 +18,9 @@ from .errors import InvalidState, TruncatedObject, UnsupportedFormatVersion
 
 FORMAT_VERSION = 1
 MAX_DECOMPRESSED = 1 << 31  # 2 GiB: far above any sane state, far below a bomb
+# orjson refuses more than 255 levels; stored documents wrap a state value in up to ~6 more
+# (commit entry -> actions -> action -> ops -> op -> value), so states stop well short of it.
+MAX_DEPTH = 200
 _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
 
@@ -27,9 +30,12 @@ def check_json(value: Any, where: str = "state", *, _depth: int = 0) -> None:
 
     Raises InvalidState naming the path of the first offending value.
     """
-    if _depth > 500:
-        raise InvalidState(f"{where}: nesting deeper than 500 levels")
-    if value is None or isinstance(value, bool | str):
+    if _depth > MAX_DEPTH:
+        raise InvalidState(f"{where}: nesting deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        _check_str(value, where)
         return
     if isinstance(value, int):
         if abs(value) >= 1 << 63:
@@ -43,13 +49,25 @@ def check_json(value: Any, where: str = "state", *, _depth: int = 0) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InvalidState(f"{where}: key {k!r} is not a string")
+            _check_str(k, f"{where}: key")
             check_json(v, f"{where}[{k!r}]", _depth=_depth + 1)
         return
     if isinstance(value, list):
         for i, v in enumerate(value):
             check_json(v, f"{where}[{i}]", _depth=_depth + 1)
         return
-    raise InvalidState(f"{where}: {type(value).__name__} is not JSON (use str, int, float, bool, None, list, dict)")
+    raise InvalidState(
+        f"{where}: {type(value).__name__} is not JSON (use str, int, float, bool, None, list, dict)"
+    )
+
+
+def _check_str(value: str, where: str) -> None:
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidState(f"{where}: string is not valid unicode (lone surrogate)") from None
 
 
 def dumps(value: Any) -> bytes:

@@ -85,17 +85,17 @@ class Checkpoint(BaseModel):
                     raise original from None
             raise
 
-    @field_validator("thread_id")
+    @field_validator("thread_id", mode="before")
     @classmethod
     def _thread_id(cls, v: Any) -> str:
         return check_identifier(v, "thread_id")
 
-    @field_validator("checkpoint_id")
+    @field_validator("checkpoint_id", mode="before")
     @classmethod
     def _checkpoint_id(cls, v: Any) -> str:
         return check_identifier(v, "checkpoint_id")
 
-    @field_validator("parent_id")
+    @field_validator("parent_id", mode="before")
     @classmethod
     def _parent_id(cls, v: Any) -> str | None:
         return None if v is None else check_identifier(v, "parent_id")

@@ -38,6 +38,7 @@ from ..model import Checkpoint, CheckpointInfo
 from . import layout
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, check_state, decode_snapshot, encode_segment, encode_snapshot, verify
+from .schema import check_hint, id_entry_thread
 from .store import ObjectStore
 from .verify import IntegrityMixin
 
@@ -107,7 +108,9 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         if data is None:
             return None
         try:
-            return unseal(data, "head hint", thread_id=thread_id)
+            doc = unseal(data, "head hint", thread_id=thread_id)
+            check_hint(doc, thread_id)
+            return doc
         except (CorruptManifest, UnsupportedFormatVersion):
             return None  # only a hint: fall back to the log itself
 
@@ -195,7 +198,9 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         raise error
 
     # -- reconstructing states ---------------------------------------------------
-    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
+    async def _materialize(
+        self, thread_id: str, chain: list[Record], inline: dict[str, Delta]
+    ) -> dict[str, Any]:
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
             cached = self._states.get(chain[i]["id"])
@@ -289,7 +294,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         data = await self.store.get_or_none(layout.id_key(checkpoint_id))
         if data is None:
             return None
-        thread_id = unseal(data, f"id entry of {checkpoint_id!r}")["thread_id"]
+        thread_id = id_entry_thread(data, checkpoint_id)
         m = await self._manifest(thread_id)
         rec = m.records.get(checkpoint_id)
         if rec is None:
@@ -342,7 +347,9 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                     raise DuplicateCheckpointId(f"checkpoint {cid!r} is already in thread {thread_id!r}")
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
-                    raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
+                    raise CheckpointNotFound(
+                        f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}"
+                    )
                 actions, writes, state = await self._prepare(m, checkpoint, parent_id)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))

@@ -24,6 +24,7 @@ from typing import Any
 from .. import codec
 from ..delta import Delta
 from ..errors import BrokenChain, CorruptManifest, IntegrityError, UnsupportedFormatVersion
+from .schema import check_commit, check_folded
 
 Record = dict[str, Any]
 KNOWN_ACTIONS = frozenset({"add", "compact"})
@@ -87,6 +88,7 @@ class Manifest:
             raise CorruptManifest(
                 f"commit {doc['seq']} belongs to thread {doc.get('thread_id')!r}", thread_id=self.thread_id
             )
+        check_commit(doc, self.thread_id)
         for action in doc.get("actions", []):
             kind = action.get("action")
             if kind not in KNOWN_ACTIONS:
@@ -152,6 +154,7 @@ class Manifest:
         if doc.get("type") != "manifest" or (seq is not None and doc.get("seq") != seq):
             msg = f"{what} is not the folded manifest of seq {seq}"
             raise CorruptManifest(msg, thread_id=thread_id, key=key)
+        check_folded(doc, str(doc.get("thread_id")) if thread_id is None else thread_id, key)
         m = cls(doc["thread_id"], doc["seq"])
         for rec in doc["records"]:
             m.records[rec["id"]] = rec
@@ -197,7 +200,9 @@ class Manifest:
                 break
             cid = rec.get("parent")
         raise BrokenChain(
-            "delta chain does not reach a full snapshot", thread_id=self.thread_id, checkpoint_id=checkpoint_id
+            "delta chain does not reach a full snapshot",
+            thread_id=self.thread_id,
+            checkpoint_id=checkpoint_id,
         )
 
 

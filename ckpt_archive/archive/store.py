@@ -35,7 +35,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from ..errors import UnsafeBackend
+from ..errors import InvalidIdentifier, UnsafeBackend
 
 T = TypeVar("T")
 _memory_lock = threading.Lock()
@@ -156,7 +156,12 @@ class ObjectStore:
         return self.kind != "generic"
 
     def path(self, key: str) -> str:
-        return f"{self.root}/{key}" if key else self.root
+        """Full path of ``key``; a key that could leave the root (``..``, ``.``, ``//``, NUL) is refused."""
+        if not key:
+            return self.root
+        if "\x00" in key or "\\" in key or any(seg in ("", ".", "..") for seg in key.split("/")):
+            raise InvalidIdentifier(f"object key {key!r} could leave the archive root")
+        return f"{self.root}/{key}"
 
     async def _retry(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run ``fn``, retrying transient failures with full-jitter exponential backoff."""

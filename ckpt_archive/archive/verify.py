@@ -30,6 +30,7 @@ from ..errors import (
 from . import layout
 from .manifest import Manifest, unseal
 from .objects import SegmentReader, check_state, decode_snapshot, verify
+from .schema import id_entry_thread
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
@@ -99,7 +100,7 @@ async def locate(cp: ArchiveCheckpointer, checkpoint_id: str) -> tuple[Manifest,
     data = await cp.store.get_or_none(key)
     if data is None:
         raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is not in this archive")
-    thread_id = unseal(data, f"id entry of {checkpoint_id!r}", key=key)["thread_id"]
+    thread_id = id_entry_thread(data, checkpoint_id)
     m = await cp._manifest(thread_id)
     if checkpoint_id not in m.records:
         raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is not in thread {thread_id!r}")
