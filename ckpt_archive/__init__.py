@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from .archive import ArchiveCheckpointer, ObjectStore, Problem, RestoredState, VerifyReport, open_archive
+from .archive import (
+    ArchiveCheckpointer,
+    Encryption,
+    ObjectStore,
+    Problem,
+    RestoredState,
+    VerifyReport,
+    open_archive,
+)
 from .chain import DeltaConfig
 from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
 from .delta import apply, diff
@@ -13,12 +21,16 @@ from .errors import (
     CheckpointNotFound,
     CheckpointVersionConflict,
     CorruptManifest,
+    DecryptionFailed,
     DigestMismatch,
     DuplicateCheckpointId,
+    EncryptionError,
     IntegrityError,
     InvalidIdentifier,
     InvalidState,
+    KeyUnavailable,
     MissingObject,
+    PlaintextRefused,
     ReservedMetadataKey,
     TruncatedObject,
     UnsafeBackend,
@@ -39,16 +51,21 @@ __all__ = [
     "CheckpointVersionConflict",
     "Checkpointer",
     "CorruptManifest",
+    "DecryptionFailed",
     "DeltaCheckpointer",
     "DeltaConfig",
     "DigestMismatch",
     "DuplicateCheckpointId",
+    "Encryption",
+    "EncryptionError",
     "IntegrityError",
     "InvalidIdentifier",
     "InvalidState",
+    "KeyUnavailable",
     "MemoryCheckpointer",
     "MissingObject",
     "ObjectStore",
+    "PlaintextRefused",
     "Problem",
     "ReservedMetadataKey",
     "RestoredState",

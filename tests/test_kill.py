@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -67,7 +68,7 @@ def kill_loop(url: str, opts: dict[str, Any], kills: int, tmp_path: Path, seed: 
         assert loaded.state == state(step) and loaded.step == step
     infos = cp.list("t")
     assert [i.step for i in infos] == list(range(len(infos)))  # one linear chain, no step lost or doubled
-    assert all(b.parent_id == a.checkpoint_id for a, b in zip(infos, infos[1:], strict=False))
+    assert all(b.parent_id == a.checkpoint_id for a, b in itertools.pairwise(infos))
     report = cp.verify()
     assert report.ok, str(report)
     return len(saves)

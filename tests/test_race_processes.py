@@ -3,6 +3,7 @@ the chain stays linear, nothing is unreachable, and the archive verifies clean."
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -41,7 +42,7 @@ def race(url: str, opts: dict[str, Any], processes: int, saves: int) -> tuple[in
     assert len(infos) == len(won)  # committed count == successful saves
     assert {i.checkpoint_id for i in infos} == {cid for cid, _ in won}
     assert infos[0].parent_id is None
-    assert all(b.parent_id == a.checkpoint_id for a, b in zip(infos, infos[1:], strict=False))  # linear
+    assert all(b.parent_id == a.checkpoint_id for a, b in itertools.pairwise(infos))  # linear
     # Steps need not be consecutive: a save without parent_id appends to the head *at save time*,
     # which may have moved since the worker loaded the state it derived its step from.
     head = cp.load("race")

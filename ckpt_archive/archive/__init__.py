@@ -7,10 +7,19 @@ from typing import Any
 import fsspec
 
 from .checkpointer import ArchiveCheckpointer
+from .crypto import Encryption
 from .store import ObjectStore
 from .verify import Problem, RestoredState, VerifyReport
 
-__all__ = ["ArchiveCheckpointer", "ObjectStore", "Problem", "RestoredState", "VerifyReport", "open_archive"]
+__all__ = [
+    "ArchiveCheckpointer",
+    "Encryption",
+    "ObjectStore",
+    "Problem",
+    "RestoredState",
+    "VerifyReport",
+    "open_archive",
+]
 
 
 def open_archive(
@@ -19,8 +28,11 @@ def open_archive(
     full_snapshot_interval: int = 10,
     *,
     single_writer: bool = False,
+    encryption: Encryption | None = None,
 ) -> ArchiveCheckpointer:
     """Open (or create) an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://."""
     fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
     store = ObjectStore(fs, root, single_writer=single_writer)
-    return ArchiveCheckpointer(store, full_snapshot_interval=full_snapshot_interval, url=url)
+    return ArchiveCheckpointer(
+        store, full_snapshot_interval=full_snapshot_interval, url=url, encryption=encryption
+    )

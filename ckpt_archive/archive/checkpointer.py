@@ -35,7 +35,8 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..model import Checkpoint, CheckpointInfo
-from . import layout
+from . import crypto, layout
+from .crypto import Encryption
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, check_state, decode_snapshot, encode_segment, encode_snapshot, verify
 from .schema import check_hint, id_entry_thread
@@ -53,6 +54,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         full_snapshot_interval: int = 10,
         url: str | None = None,
         state_cache: int = 32,
+        encryption: Encryption | None = None,
     ) -> None:
         if full_snapshot_interval < 1:
             raise ValueError("full_snapshot_interval must be >= 1")
@@ -65,6 +67,8 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         self._state_cache = state_cache
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
+        self.encryption = encryption
+        self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
 
     # -- small helpers -----------------------------------------------------------
     def _lock(self, thread_id: str) -> asyncio.Lock:
@@ -86,9 +90,10 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         data = await self.store.get_or_none(layout.ARCHIVE_MARKER)
         if data is None:
             marker = seal({"type": "archive", "created_at": now_iso()})
-            await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker)
-        else:
-            unseal(data, "archive marker")
+            if not await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker):
+                marker = await self.store.get(layout.ARCHIVE_MARKER)
+            data = marker
+        self._archive_id = str(unseal(data, "archive marker", key=layout.ARCHIVE_MARKER)["digest"])
         self._checked_root = True
 
     # -- reading the manifest ----------------------------------------------------
@@ -172,7 +177,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         corrupt copy held. If any of those commits is gone, nothing is guessed: ``error``.
         """
         names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
-        bases = sorted((int(n[:20]) for n in names if n.endswith(".manifest.json.zst") and int(n[:20]) < seq))
+        bases = sorted(int(n[:20]) for n in names if n.endswith(".manifest.json.zst") and int(n[:20]) < seq)
         for base in [*reversed(bases), 0]:
             keys = [layout.log_key(thread_id, s) for s in range(base + 1, seq + 1)]
             if base:
@@ -227,7 +232,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                state = self._snapshot_state(rec, data, thread_id)
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -237,12 +242,24 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                 ops = inline.get(cid, [])
             else:
                 ops = []
-            state = apply(state, ops)
+            state = apply(state, self._plain_ops(rec, ops, thread_id))
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
-        check_state(state, chain[-1], thread_id)
+        self._check_state(state, chain[-1], thread_id)
         self._remember(chain[-1]["id"], state)
         return state
+
+    # -- payload decoding (encryption at rest, when configured) -------------------
+    def _snapshot_state(self, rec: Record, data: bytes, thread_id: str) -> dict[str, Any]:
+        data = crypto.open_snapshot(self.encryption, rec, self._archive_id, thread_id, data)
+        return decode_snapshot(data, thread_id=thread_id, checkpoint_id=rec["id"], key=rec["ref"]["key"])
+
+    def _plain_ops(self, rec: Record, ops: Delta, thread_id: str) -> Delta:
+        return crypto.open_ops(self.encryption, rec, self._archive_id, thread_id, ops)
+
+    def _check_state(self, state: dict[str, Any], rec: Record, thread_id: str) -> None:
+        check_state(state, rec, thread_id)
+        crypto.check_mac(self.encryption, rec, thread_id, state)
 
     def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
         f = rec.get("fields", {})
@@ -392,13 +409,21 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                 "child_ledger": ckpt.child_ledger,
             },
             "version": 1,
-            "state_sha256": codec.sha256(raw),
         }
+        enc = self.encryption
+        if enc is None:
+            record["state_sha256"] = codec.sha256(raw)
+        else:  # a keyed digest: a plain one would let anyone confirm a guessed state
+            record["enc"] = {"alg": crypto.ALG, "key_id": enc.active_key_id}
+            record["state_mac"] = enc.mac(enc.active_key_id, raw)
         writes: list[Any] = []
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
             data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state)
+            if enc is not None:
+                aad = crypto.aad(self._archive_id, m.thread_id, ckpt.checkpoint_id, "snapshot")
+                data = enc.seal(data, aad)
             writes.append(self.store.put(key, data))
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
             record.update(kind="full", depth=0, ref=ref, bytes=len(data))
@@ -410,6 +435,8 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
             actions.insert(0, {"action": "add", "record": record})
         else:
             ops = diff(await self._state_of(m, parent_id), state)
+            if enc is not None:
+                ops = crypto.seal_ops(enc, self._archive_id, m.thread_id, ckpt.checkpoint_id, ops)
             assert depth is not None
             record.update(kind="delta", depth=depth + 1)
             if ops:
@@ -445,6 +472,8 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
             return
         existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}")
         owner = existing.get("thread_id")
+        if not isinstance(owner, str):
+            raise CorruptManifest("id entry names no thread", checkpoint_id=checkpoint_id, key=key)
         if owner != thread_id:
             other = await self._manifest(owner)
             if checkpoint_id in other.records:

@@ -82,7 +82,10 @@ def decode_snapshot(data: bytes, *, thread_id: str, checkpoint_id: str, key: str
         raise TruncatedObject(str(exc), thread_id=thread_id, checkpoint_id=checkpoint_id, key=key) from None
     if doc.get("checkpoint_id") != checkpoint_id or not isinstance(doc.get("state"), dict):
         raise IntegrityError(
-            "snapshot belongs to another checkpoint", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
+            "snapshot belongs to another checkpoint",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            key=key,
         )
     state: dict[str, Any] = doc["state"]
     return state
@@ -145,7 +148,8 @@ class SegmentReader:
             ):
                 if cid != checkpoint_id:
                     raise ValueError("row group holds another checkpoint")
-                out.append({"op": op, "path": codec.loads(path), "value": None if value is None else codec.loads(value)})
+                decoded = None if value is None else codec.loads(value)
+                out.append({"op": op, "path": codec.loads(path), "value": decoded})
             return out
         except Exception as exc:
             raise TruncatedObject(

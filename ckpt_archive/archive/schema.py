@@ -69,6 +69,9 @@ def _record(rec: Any, thread_id: str) -> None:
     _need(_int(rec.get("bytes", 0)) and _int(rec.get("version", 1)), "record sizes")
     sha = rec.get("state_sha256")
     _need(sha is None or (isinstance(sha, str) and bool(_SHA256.fullmatch(sha))), "record state_sha256")
+    enc = rec.get("enc")
+    _need(enc is None or (isinstance(enc, dict) and isinstance(enc.get("key_id"), str)), "record enc")
+    _need(enc is None or isinstance(rec.get("state_mac"), str), "encrypted record without state_mac")
     _ref(rec.get("ref"), thread_id)
     _need(rec["kind"] != "full" or rec["ref"]["type"] == "snapshot", "full record without a snapshot")
 

@@ -29,7 +29,7 @@ from ..errors import (
 )
 from . import layout
 from .manifest import Manifest, unseal
-from .objects import SegmentReader, check_state, decode_snapshot, verify
+from .objects import SegmentReader, verify
 from .schema import id_entry_thread
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ async def rebuild(
                 notes.append(f"{type(exc).__name__}: {exc}")
         if ref["type"] == "snapshot":
             assert data is not None
-            state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+            state = cp._snapshot_state(rec, data, thread_id)
             continue
         if state is None:
             raise BrokenChain("chain does not start with a snapshot", thread_id=thread_id, checkpoint_id=cid)
@@ -148,15 +148,15 @@ async def rebuild(
             ops = readers[ref["key"]].ops(cid, ref["row_group"])
         elif ref["type"] == "inline":
             ops = m.inline.get(cid, [])
-        state = apply(state, ops)
+        state = apply(state, cp._plain_ops(rec, ops, thread_id))
     assert state is not None
     try:
-        check_state(state, chain[-1], thread_id)
+        cp._check_state(state, chain[-1], thread_id)
     except IntegrityError as exc:
         if strict:
             raise
         notes.append(f"{type(exc).__name__}: {exc}")
-    if "state_sha256" not in chain[-1]:
+    if "state_sha256" not in chain[-1] and "state_mac" not in chain[-1]:
         notes.append(
             "no state_sha256 recorded for this checkpoint: its objects were checked, the state was not"
         )
@@ -166,6 +166,11 @@ async def rebuild(
 # -- the whole archive ------------------------------------------------------------
 async def verify_archive(cp: ArchiveCheckpointer, thread_id: str | None = None) -> VerifyReport:
     report = VerifyReport()
+    try:
+        await cp._check_root()
+    except CheckpointError as exc:
+        report.problems.append(Problem.of(exc))
+        return report
     if thread_id is not None:
         layout.thread_dir(thread_id)
         threads = [thread_id]
@@ -319,7 +324,7 @@ async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyRep
             if ref["type"] == "snapshot":
                 data = datas[ref["key"]]
                 assert data is not None
-                state = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=ref["key"])
+                state = cp._snapshot_state(rec, data, thread_id)
             else:
                 parent = str(rec.get("parent"))
                 if parent not in states:  # parent committed later than its child: rebuild it on its own
@@ -338,8 +343,8 @@ async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyRep
                     ops = readers[ref["key"]].ops(cid, ref["row_group"])
                 elif ref["type"] == "inline":
                     ops = m.inline.get(cid, [])
-                state = apply(base, ops)
-            check_state(state, rec, thread_id)
+                state = apply(base, cp._plain_ops(rec, ops, thread_id))
+            cp._check_state(state, rec, thread_id)
             states[cid] = state
         except CheckpointError as exc:
             states[cid] = None
