@@ -17,7 +17,8 @@ T = TypeVar("T")
 
 
 def io_loop() -> asyncio.AbstractEventLoop:
-    return fsspec.asyn.get_loop()
+    loop: asyncio.AbstractEventLoop = fsspec.asyn.get_loop()
+    return loop
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

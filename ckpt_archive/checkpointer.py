@@ -20,6 +20,9 @@ from .delta import Delta, apply, diff
 from .errors import BrokenChain, CheckpointNotFound, DuplicateCheckpointId
 from .model import RESERVED_PREFIX, Checkpoint, CheckpointInfo
 
+Infos = list[CheckpointInfo]  # aliases: inside the classes `list` is the method
+Ids = list[str]
+
 
 @runtime_checkable
 class Checkpointer(Protocol):
@@ -28,14 +31,14 @@ class Checkpointer(Protocol):
     def save(self, checkpoint: Checkpoint) -> str: ...
     def load(self, thread_id: str) -> Checkpoint | None: ...
     def load_by_id(self, checkpoint_id: str) -> Checkpoint | None: ...
-    def list(self, thread_id: str) -> list[CheckpointInfo]: ...
-    def threads(self) -> list[str]: ...
+    def list(self, thread_id: str) -> Infos: ...
+    def threads(self) -> Ids: ...
     def delete(self, thread_id: str) -> None: ...
     async def asave(self, checkpoint: Checkpoint) -> str: ...
     async def aload(self, thread_id: str) -> Checkpoint | None: ...
     async def aload_by_id(self, checkpoint_id: str) -> Checkpoint | None: ...
-    async def alist(self, thread_id: str) -> list[CheckpointInfo]: ...
-    async def athreads(self) -> list[str]: ...
+    async def alist(self, thread_id: str) -> Infos: ...
+    async def athreads(self) -> Ids: ...
     async def adelete(self, thread_id: str) -> None: ...
 
 
@@ -51,10 +54,10 @@ class AsyncCoreCheckpointer:
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         raise NotImplementedError
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+    async def _list(self, thread_id: str) -> Infos:
         raise NotImplementedError
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         raise NotImplementedError
 
     async def _delete(self, thread_id: str) -> None:
@@ -69,10 +72,10 @@ class AsyncCoreCheckpointer:
     def load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         return run_sync(self._load_by_id(checkpoint_id))
 
-    def list(self, thread_id: str) -> list[CheckpointInfo]:
+    def list(self, thread_id: str) -> Infos:
         return run_sync(self._list(thread_id))
 
-    def threads(self) -> list[str]:
+    def threads(self) -> Ids:
         return run_sync(self._threads())
 
     def delete(self, thread_id: str) -> None:
@@ -87,10 +90,10 @@ class AsyncCoreCheckpointer:
     async def aload_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         return await run_async(self._load_by_id(checkpoint_id))
 
-    async def alist(self, thread_id: str) -> list[CheckpointInfo]:
+    async def alist(self, thread_id: str) -> Infos:
         return await run_async(self._list(thread_id))
 
-    async def athreads(self) -> list[str]:
+    async def athreads(self) -> Ids:
         return await run_async(self._threads())
 
     async def adelete(self, thread_id: str) -> None:
@@ -115,9 +118,7 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
             if parent is None and chain:
                 parent = next(reversed(chain))
             elif parent is not None and parent not in chain:
-                raise CheckpointNotFound(
-                    f"parent {parent!r} is not a checkpoint of thread {checkpoint.thread_id!r}"
-                )
+                raise CheckpointNotFound(f"parent {parent!r} is not a checkpoint of thread {checkpoint.thread_id!r}")
             stored = copy.deepcopy(checkpoint.with_parent(parent))
             chain[checkpoint.checkpoint_id] = stored
             self._owner[checkpoint.checkpoint_id] = checkpoint.thread_id
@@ -135,12 +136,12 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
                 return None
             return copy.deepcopy(self._threads_map[thread][checkpoint_id])
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+    async def _list(self, thread_id: str) -> Infos:
         with self._lock:
             chain = list(self._threads_map.get(thread_id, {}).values())
         return [_info(c, "full", len(codec.dumps(c.state))) for c in chain]
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         with self._lock:
             return sorted(t for t, chain in self._threads_map.items() if chain)
 
@@ -236,9 +237,7 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
         else:
             parent = await self.inner.aload_by_id(parent_id)
             if parent is None or parent.thread_id != checkpoint.thread_id:
-                raise CheckpointNotFound(
-                    f"parent {parent_id!r} is not a checkpoint of thread {checkpoint.thread_id!r}"
-                )
+                raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {checkpoint.thread_id!r}")
         parent_state, parent_depth = (None, None) if parent is None else await self._resolve(parent)
         interval = self.config.full_snapshot_interval
         if parent is None or parent_state is None or snapshot_due(checkpoint.step, parent_depth, interval):
@@ -266,7 +265,7 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
         stored = await self.inner.aload_by_id(checkpoint_id)
         return None if stored is None else self._unwrap(stored, (await self._resolve(stored))[0])
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
+    async def _list(self, thread_id: str) -> Infos:
         out = []
         for info in await self.inner.alist(thread_id):
             mark = info.metadata.get(_MARK)
@@ -275,7 +274,7 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
             out.append(info.model_copy(update={"kind": kind, "metadata": meta}))
         return out
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         return await self.inner.athreads()
 
     async def _delete(self, thread_id: str) -> None:

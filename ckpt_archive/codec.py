@@ -18,18 +18,36 @@ from .errors import InvalidState, TruncatedObject, UnsupportedFormatVersion
 
 FORMAT_VERSION = 1
 MAX_DECOMPRESSED = 1 << 31  # 2 GiB: far above any sane state, far below a bomb
-# orjson refuses more than 255 levels; stored documents wrap a state value in up to ~6 more
-# (commit entry -> actions -> action -> ops -> op -> value), so states stop well short of it.
-MAX_DEPTH = 200
 _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
 
 
-def check_json(value: Any, where: str = "state", *, _depth: int = 0) -> None:
+# orjson refuses more than 254 nested containers; stored documents wrap a state value in a few
+# more (commit entry -> actions -> action -> ops -> op -> value), so states stop well short of it.
+MAX_DEPTH = 200
+_MARGIN = 254 - MAX_DEPTH  # extra levels the fast path wraps around a value to enforce MAX_DEPTH
+
+
+def check_json(value: Any, where: str = "state") -> None:
     """Refuse anything that does not round-trip through JSON exactly.
 
-    Raises InvalidState naming the path of the first offending value.
+    Raises InvalidState naming the path of the first offending value. The common
+    case is one C-speed round trip; only a failure walks the value in Python to
+    say where the problem is.
     """
+    try:
+        wrapped: Any = value
+        for _ in range(_MARGIN):
+            wrapped = [wrapped]
+        if orjson.loads(orjson.dumps(wrapped)) == wrapped:
+            return
+    except (TypeError, orjson.JSONEncodeError, RecursionError):
+        pass
+    _walk(value, where, 0)
+    raise InvalidState(f"{where}: does not round-trip through JSON")
+
+
+def _walk(value: Any, where: str, _depth: int) -> None:
     if _depth > MAX_DEPTH:
         raise InvalidState(f"{where}: nesting deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool):
@@ -50,15 +68,13 @@ def check_json(value: Any, where: str = "state", *, _depth: int = 0) -> None:
             if not isinstance(k, str):
                 raise InvalidState(f"{where}: key {k!r} is not a string")
             _check_str(k, f"{where}: key")
-            check_json(v, f"{where}[{k!r}]", _depth=_depth + 1)
+            _walk(v, f"{where}[{k!r}]", _depth + 1)
         return
     if isinstance(value, list):
         for i, v in enumerate(value):
-            check_json(v, f"{where}[{i}]", _depth=_depth + 1)
+            _walk(v, f"{where}[{i}]", _depth + 1)
         return
-    raise InvalidState(
-        f"{where}: {type(value).__name__} is not JSON (use str, int, float, bool, None, list, dict)"
-    )
+    raise InvalidState(f"{where}: {type(value).__name__} is not JSON (use str, int, float, bool, None, list, dict)")
 
 
 def _check_str(value: str, where: str) -> None:

@@ -106,6 +106,8 @@ class S3Server:
         return wrapped
 
     def start(self) -> S3Server:
+        import logging
+
         from moto.moto_server.werkzeug_app import (
             DomainDispatcherApplication,
             MotoRequestHandler,
@@ -113,6 +115,7 @@ class S3Server:
         )
         from werkzeug.serving import make_server
 
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server(
             "127.0.0.1", self.port, self._count(app), threaded=True, request_handler=MotoRequestHandler
@@ -197,9 +200,7 @@ class GCSServer:
         self._log = tempfile.NamedTemporaryFile(prefix="fake-gcs-", suffix=".log", delete=False)  # noqa: SIM115
         args = [self.binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
         args += ["-port", str(self.port), "-external-url", self.endpoint, "-log-level", "error"]
-        self._proc = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=self._log, stdin=subprocess.DEVNULL
-        )
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._log, stdin=subprocess.DEVNULL)
         _wait_port(self.port, self._proc, "fake-gcs-server", self._log.name)
         return self
 
@@ -278,3 +279,38 @@ class AzuriteServer:
 
         adlfs.AzureBlobFileSystem(**self.storage_options()).mkdir(name)
         return f"az://{name}"
+
+
+class RoundTrips:
+    """Counts sequential round trips of an async fsspec filesystem, client side.
+
+    A request's depth is 1 + the deepest request that had *completed* before it
+    started; requests issued together share a depth. ``depth`` is the number of
+    sequential round trips since ``reset()``.
+    """
+
+    _METHODS = ("_cat_file", "_pipe_file", "_ls", "_rm", "_find", "_info", "_rm_file")
+
+    def __init__(self, fs: Any) -> None:
+        self.depth = 0
+        self.calls: list[tuple[str, str, int]] = []
+        self._completed = 0
+        for name in self._METHODS:
+            if hasattr(fs, name):
+                setattr(fs, name, self._wrap(name, getattr(fs, name)))
+
+    def reset(self) -> None:
+        self.depth = self._completed = 0
+        self.calls.clear()
+
+    def _wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        async def wrapped(*args: Any, **kwargs: Any) -> Any:
+            depth = self._completed + 1
+            self.calls.append((name, str(args[0]) if args else "", depth))
+            try:
+                return await fn(*args, **kwargs)
+            finally:
+                self._completed = max(self._completed, depth)
+                self.depth = max(self.depth, depth)
+
+        return wrapped

@@ -88,8 +88,6 @@ def archive_url(request: pytest.FixtureRequest, tmp_path: Any) -> Callable[..., 
     return make
 
 
-def open_backend(
-    make: Callable[..., tuple[str, dict[str, Any]]], backend: str, **kw: Any
-) -> ca.ArchiveCheckpointer:
+def open_backend(make: Callable[..., tuple[str, dict[str, Any]]], backend: str, **kw: Any) -> ca.ArchiveCheckpointer:
     url, opts = make(backend)
     return ca.open_archive(url, storage_options=opts, **kw)

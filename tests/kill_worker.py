@@ -1,4 +1,4 @@
-"""Subprocess for the SIGKILL and race tests: saves in a loop, reporting each save once it returned.
+"""Subprocess for the SIGKILL test: saves in a loop, reporting each save once it returned.
 
     python kill_worker.py URL OPTIONS_JSON THREAD MAX_SAVES [retry]
     python kill_worker.py zygote URL OPTIONS_JSON THREAD

@@ -127,10 +127,22 @@ def test_loaded_state_is_a_private_copy(cp: ca.Checkpointer) -> None:
     assert "mutated" not in again.state["messages"] and again.state["profile"]["name"] == "x"
 
 
-HOSTILE_THREADS = ["a/b/c", "../../etc", "..", ".", "with space", "ünïcødé 🧵", "x" * 1024, "%2F", "@hash"]
-
-
-@pytest.mark.parametrize("thread", [*HOSTILE_THREADS, "thread_id=z", "a\\b"])
+@pytest.mark.parametrize(
+    "thread",
+    [
+        "a/b/c",
+        "../../etc",
+        "..",
+        ".",
+        "with space",
+        "ünïcødé 🧵",
+        "x" * 1024,
+        "%2F",
+        "@hash",
+        "thread_id=z",
+        "a\\b",
+    ],
+)
 def test_hostile_thread_ids(cp: ca.Checkpointer, thread: str) -> None:
     saved = chat(thread, 3, cp)
     assert cp.load(thread) is not None

@@ -137,9 +137,7 @@ def test_missing_or_wrong_keys(archive_url: Any) -> None:
     with pytest.raises(ca.KeyUnavailable):
         ca.open_archive(url, storage_options=opts, encryption=enc("k2", k2=K2)).load("t")
     with pytest.raises(ca.DecryptionFailed):
-        ca.open_archive(url, storage_options=opts, encryption=enc("k1", k1=K2)).load_by_id(
-            saved[0].checkpoint_id
-        )
+        ca.open_archive(url, storage_options=opts, encryption=enc("k1", k1=K2)).load_by_id(saved[0].checkpoint_id)
     with pytest.raises(ca.KeyUnavailable):
         ca.Encryption({"k1": b"short"}, "k1")
 
@@ -164,9 +162,7 @@ def test_key_rotation(archive_url: Any) -> None:
     url, opts = archive_url("memory")
     old = chat(ca.open_archive(url, storage_options=opts, full_snapshot_interval=3, encryption=enc()), "t", 4)
     both = enc("k2", k1=K1, k2=K2)
-    new = chat(
-        ca.open_archive(url, storage_options=opts, full_snapshot_interval=3, encryption=both), "t", 4, start=4
-    )
+    new = chat(ca.open_archive(url, storage_options=opts, full_snapshot_interval=3, encryption=both), "t", 4, start=4)
     cp = ca.open_archive(url, storage_options=opts, encryption=both)
     for c in old + new:
         assert cp.load_by_id(c.checkpoint_id).state == c.state  # type: ignore[union-attr]
@@ -185,9 +181,7 @@ def test_keys_from_a_callable_and_the_environment(archive_url: Any) -> None:
         asked.append(key_id)
         return K1 if key_id == "kms-1" else None
 
-    saved = chat(
-        ca.open_archive(url, storage_options=opts, encryption=ca.Encryption(provider, "kms-1")), "t", 2
-    )
+    saved = chat(ca.open_archive(url, storage_options=opts, encryption=ca.Encryption(provider, "kms-1")), "t", 2)
     assert set(asked) == {"kms-1"}
     env = {"CKPT_ARCHIVE_KEY_kms-1": base64.b64encode(K1).decode(), "CKPT_ARCHIVE_ACTIVE_KEY": "kms-1"}
     from_env = ca.open_archive(url, storage_options=opts, encryption=ca.Encryption.from_env(env))

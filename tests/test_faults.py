@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from faults import MODES, Crash, FaultPlan, FaultyStore
 
 import ckpt_archive as ca
+from tests.faults import MODES, Crash, FaultPlan, FaultyStore
 
 INTERVAL = 4
 
@@ -89,6 +89,9 @@ def run_with_fault(url: str, opts: dict[str, Any], op: str, mode: str, k: int) -
     assert ca.ArchiveCheckpointer(base.store).load("t").state == {"after": k}  # type: ignore[union-attr]
     if mode != "crash":
         plan.armed = False
+        with pytest.raises(ca.CheckpointConflict):  # its view is stale: `after` committed since
+            cp.save(ca.Checkpoint.new("t", {"stale": k}, step=21))
+        cp.load("t")
         again = ca.Checkpoint.new("t", {"again": k}, step=21)
         cp.save(again)
         assert ca.ArchiveCheckpointer(base.store).load("t").state == {"again": k}  # type: ignore[union-attr]

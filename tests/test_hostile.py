@@ -279,9 +279,7 @@ def test_forged_but_sealed_documents(archive: Any, doc: Any) -> None:
     targets = {
         layout.log_key("t", 9): seal(shaped),
         layout.log_key("t", 2): seal(doc if isinstance(doc, dict) else {"x": doc}),
-        layout.head_key("t"): seal(
-            {"type": "head", "thread_id": "t", "seq": 8, "manifest_seq": None, "chain": doc}
-        ),
+        layout.head_key("t"): seal({"type": "head", "thread_id": "t", "seq": 8, "manifest_seq": None, "chain": doc}),
         layout.id_key(saved[0].checkpoint_id): seal({"type": "id", "thread_id": doc, "checkpoint_id": doc}),
     }
     folded = next(k for k in objects if k.endswith(".manifest.json.zst"))

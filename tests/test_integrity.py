@@ -19,9 +19,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-def build(
-    archive_url: Any, backend: str, n: int = 7, thread: str = "t"
-) -> tuple[ca.ArchiveCheckpointer, list[Any]]:
+def build(archive_url: Any, backend: str, n: int = 7, thread: str = "t") -> tuple[ca.ArchiveCheckpointer, list[Any]]:
     url, opts = archive_url(backend)
     cp = ca.open_archive(url, storage_options=opts, full_snapshot_interval=4)
     saved = []
@@ -144,9 +142,7 @@ def test_corrupt_commit_entry(archive_url: Any, backend: str) -> None:
 
 def test_commit_entry_from_another_thread_is_refused(archive_url: Any, backend: str) -> None:
     cp, _ = build(archive_url, backend, n=2)
-    other, _ = build(
-        lambda _b: (cp.url, {}) if backend != "s3" else archive_url(backend), backend, n=2, thread="u"
-    )
+    other, _ = build(lambda _b: (cp.url, {}) if backend != "s3" else archive_url(backend), backend, n=2, thread="u")
     put(cp, layout.log_key("t", 2), get(other, layout.log_key("u", 2)))
     run_sync(cp.store.delete([layout.head_key("t")]))
     with pytest.raises(ca.CorruptManifest, match="belongs to thread"):

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kill_worker import state
 
 import ckpt_archive as ca
+from tests.kill_worker import state
 
 WORKER = str(Path(__file__).with_name("kill_worker.py"))
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import fsspec
 import pytest
-from conftest import BACKENDS
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
 from ckpt_archive.archive.store import ObjectStore
+from tests.conftest import BACKENDS
 
 
 @pytest.fixture(params=BACKENDS)
@@ -29,9 +29,7 @@ def test_put_if_absent_keeps_the_first_writer(store: ObjectStore) -> None:
 
 def test_put_if_absent_race_has_one_winner(store: ObjectStore) -> None:
     async def race() -> list[bool]:
-        return list(
-            await asyncio.gather(*(store.put_if_absent("race/x", str(i).encode()) for i in range(12)))
-        )
+        return list(await asyncio.gather(*(store.put_if_absent("race/x", str(i).encode()) for i in range(12))))
 
     wins = run_sync(race())
     assert wins.count(True) == 1

@@ -30,9 +30,7 @@ def test_classification_of_real_client_errors() -> None:
     from gcsfs.retry import HttpError
 
     def s3(code: str, status: int) -> ClientError:
-        return ClientError(
-            {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject"
-        )
+        return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
 
     azure_busy = HttpResponseError(message="busy")
     azure_busy.status_code = 503
@@ -77,9 +75,7 @@ def saves(cp: ca.ArchiveCheckpointer, n: int, start: int = 0) -> list[ca.Checkpo
     return out
 
 
-@pytest.mark.parametrize(
-    ("status", "code", "count"), [(503, "SlowDown", 1), (409, "ConditionalRequestConflict", 2)]
-)
+@pytest.mark.parametrize(("status", "code", "count"), [(503, "SlowDown", 1), (409, "ConditionalRequestConflict", 2)])
 def test_transient_errors_on_commit_are_retried(s3_archive: Any, status: int, code: str, count: int) -> None:
     cp, server = s3_archive
     first = saves(cp, 1)
@@ -89,9 +85,7 @@ def test_transient_errors_on_commit_are_retried(s3_archive: Any, status: int, co
     if code == "ConditionalRequestConflict":  # botocore does not retry a 409: our backoff did
         assert cp.store.retried == count
     assert [i.checkpoint_id for i in cp.list("t")] == [first[0].checkpoint_id, second[0].checkpoint_id]
-    assert (
-        ca.open_archive(cp.url, storage_options=server.storage_options()).load("t").state == second[0].state
-    )
+    assert ca.open_archive(cp.url, storage_options=server.storage_options()).load("t").state == second[0].state
 
 
 def test_transient_errors_on_reads_are_retried(s3_archive: Any) -> None:

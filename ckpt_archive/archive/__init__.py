@@ -33,6 +33,4 @@ def open_archive(
     """Open (or create) an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://."""
     fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
     store = ObjectStore(fs, root, single_writer=single_writer)
-    return ArchiveCheckpointer(
-        store, full_snapshot_interval=full_snapshot_interval, url=url, encryption=encryption
-    )
+    return ArchiveCheckpointer(store, full_snapshot_interval=full_snapshot_interval, url=url, encryption=encryption)

@@ -24,18 +24,20 @@ from typing import Any
 from .. import codec
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
-from ..checkpointer import AsyncCoreCheckpointer
+from ..checkpointer import AsyncCoreCheckpointer, Ids, Infos
 from ..delta import Delta, apply, diff
 from ..errors import (
+    BrokenChain,
     CheckpointConflict,
     CheckpointNotFound,
     CorruptManifest,
     DuplicateCheckpointId,
     MissingObject,
+    TruncatedObject,
     UnsupportedFormatVersion,
 )
 from ..model import Checkpoint, CheckpointInfo
-from . import crypto, layout
+from . import crypto, layout, pages
 from .crypto import Encryption
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, check_state, decode_snapshot, encode_segment, encode_snapshot, verify
@@ -167,9 +169,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         self._folded_seq[thread_id] = base_seq
         return await self._fold_forward(m)
 
-    async def _replay_to(
-        self, thread_id: str, seq: int, error: CorruptManifest
-    ) -> tuple[Manifest, int | None]:
+    async def _replay_to(self, thread_id: str, seq: int, error: CorruptManifest) -> tuple[Manifest, int | None]:
         """The manifest as of ``seq`` without its (corrupt) folded copy, where that is provably safe.
 
         Commit entries are immutable and individually sealed, so an older good folded
@@ -203,9 +203,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         raise error
 
     # -- reconstructing states ---------------------------------------------------
-    async def _materialize(
-        self, thread_id: str, chain: list[Record], inline: dict[str, Delta]
-    ) -> dict[str, Any]:
+    async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
             cached = self._states.get(chain[i]["id"])
@@ -213,26 +211,21 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                 start, state = i + 1, cached
                 break
         todo = chain[start:]
+        page_refs = {p["digest"]: p for r in todo if r["ref"]["type"] == "snapshot" for p in r["ref"].get("pages", [])}
         keys = sorted({r["ref"]["key"] for r in todo if r["ref"]["type"] in ("snapshot", "segment")})
+        keys += [p["key"] for p in page_refs.values()]
         datas = dict(zip(keys, await self.store.get_many(keys), strict=True))
         readers: dict[str, SegmentReader] = {}
         for rec in todo:
             ref, cid = rec["ref"], rec["id"]
             if ref["type"] in ("snapshot", "segment"):
-                data = datas[ref["key"]]
-                if data is None:
-                    raise MissingObject(
-                        "object referenced by the manifest is missing",
-                        thread_id=thread_id,
-                        checkpoint_id=cid,
-                        key=ref["key"],
-                    )
+                data = self._fetched(datas, ref["key"], thread_id, cid)
                 if ref["key"] not in readers and ref["type"] == "segment":
                     verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state = self._snapshot_state(rec, data, thread_id)
+                state = await self._snapshot_state(rec, data, thread_id, datas)
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -250,9 +243,34 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         return state
 
     # -- payload decoding (encryption at rest, when configured) -------------------
-    def _snapshot_state(self, rec: Record, data: bytes, thread_id: str) -> dict[str, Any]:
+    async def _snapshot_state(
+        self, rec: Record, data: bytes, thread_id: str, datas: dict[str, bytes | None] | None = None
+    ) -> dict[str, Any]:
+        """State of a snapshot record: decrypted (when encrypted), its pages fetched and joined."""
+        cid = rec["id"]
         data = crypto.open_snapshot(self.encryption, rec, self._archive_id, thread_id, data)
-        return decode_snapshot(data, thread_id=thread_id, checkpoint_id=rec["id"], key=rec["ref"]["key"])
+        state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=rec["ref"]["key"])
+        if not table:
+            return state
+        refs = {p["digest"]: p for p in rec["ref"].get("pages", [])}
+        needed = {d for ds in table.values() for d in ds}
+        if not needed <= refs.keys():
+            raise BrokenChain("snapshot names a page its record does not", thread_id=thread_id, checkpoint_id=cid)
+        datas = dict(datas or {})
+        missing = [refs[d]["key"] for d in needed if refs[d]["key"] not in datas]
+        datas.update(zip(missing, await self.store.get_many(missing), strict=True))
+        items = {
+            d: pages.decode_page(
+                self._fetched(datas, refs[d]["key"], thread_id, cid), refs[d], thread_id=thread_id, checkpoint_id=cid
+            )
+            for d in needed
+        }
+        try:
+            return pages.join(state, table, items)
+        except (KeyError, TypeError, IndexError, AttributeError):
+            raise TruncatedObject(
+                "snapshot's page table does not fit its state", thread_id=thread_id, checkpoint_id=cid
+            ) from None
 
     def _plain_ops(self, rec: Record, ops: Delta, thread_id: str) -> Delta:
         return crypto.open_ops(self.encryption, rec, self._archive_id, thread_id, ops)
@@ -260,6 +278,18 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
     def _check_state(self, state: dict[str, Any], rec: Record, thread_id: str) -> None:
         check_state(state, rec, thread_id)
         crypto.check_mac(self.encryption, rec, thread_id, state)
+
+    @staticmethod
+    def _fetched(datas: dict[str, bytes | None], key: str, thread_id: str, checkpoint_id: str) -> bytes:
+        data = datas.get(key)
+        if data is None:
+            raise MissingObject(
+                "object referenced by the manifest is missing",
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                key=key,
+            )
+        return data
 
     def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
         f = rec.get("fields", {})
@@ -285,11 +315,10 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
 
     # -- the protocol ------------------------------------------------------------
     async def _load(self, thread_id: str) -> Checkpoint | None:
-        await self._check_root()
         layout.thread_dir(thread_id)  # validates the id
         cached = self._manifests.get(thread_id)
         if cached is None:
-            hint = await self._read_hint(thread_id)
+            hint, _ = await asyncio.gather(self._read_hint(thread_id), self._check_root())
             if hint is not None and hint.get("chain"):
                 chain, inline = hint_chain(hint)
                 probe, state = await asyncio.gather(
@@ -300,6 +329,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                     return self._checkpoint(thread_id, chain[-1], state)
             m = await self._manifest(thread_id, hint=hint)
         else:
+            await self._check_root()
             m = await self._manifest(thread_id)
         if m.head is None:
             return None
@@ -307,8 +337,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         return self._checkpoint(thread_id, rec, await self._state_of(m, m.head))
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
-        await self._check_root()
-        data = await self.store.get_or_none(layout.id_key(checkpoint_id))
+        data, _ = await asyncio.gather(self.store.get_or_none(layout.id_key(checkpoint_id)), self._check_root())
         if data is None:
             return None
         thread_id = id_entry_thread(data, checkpoint_id)
@@ -318,13 +347,12 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
             return None
         return self._checkpoint(thread_id, rec, await self._state_of(m, checkpoint_id))
 
-    async def _list(self, thread_id: str) -> list[CheckpointInfo]:
-        await self._check_root()
+    async def _list(self, thread_id: str) -> Infos:
         layout.thread_dir(thread_id)
-        m = await self._manifest(thread_id)
+        m, _ = await asyncio.gather(self._manifest(thread_id), self._check_root())
         return [_info(thread_id, rec) for rec in m.records.values()]
 
-    async def _threads(self) -> list[str]:
+    async def _threads(self) -> Ids:
         await self._check_root()
         out = []
         for name in await self.store.list_dir(""):
@@ -356,17 +384,19 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         layout.id_key(cid)
         await self._check_root()
         async with self._lock(thread_id):
-            m = await self._manifest(thread_id)
+            # The writer's cached view is its "known head": no read before the commit, whose
+            # put-if-absent detects anyone who committed since.
+            m = self._manifests.get(thread_id) or await self._manifest(thread_id)
             explicit = checkpoint.parent_id is not None
+            if explicit and checkpoint.parent_id not in m.records:
+                m = await self._manifest(thread_id)
             index_written = False
             while True:
                 if cid in m.records:
                     raise DuplicateCheckpointId(f"checkpoint {cid!r} is already in thread {thread_id!r}")
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
-                    raise CheckpointNotFound(
-                        f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}"
-                    )
+                    raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
                 actions, writes, state = await self._prepare(m, checkpoint, parent_id)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
@@ -420,13 +450,22 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-            data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state)
-            if enc is not None:
-                aad = crypto.aad(self._archive_id, m.thread_id, ckpt.checkpoint_id, "snapshot")
-                data = enc.seal(data, aad)
+            new_pages: list[tuple[str, bytes]] = []
+            page_refs: list[dict[str, Any]] = []
+            if enc is not None:  # no shared pages: their names would be digests of plaintext
+                data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state)
+                data = enc.seal(data, crypto.aad(self._archive_id, m.thread_id, ckpt.checkpoint_id, "snapshot"))
+            else:
+                known = self._known_pages(m, parent_id)
+                page_key = lambda d: layout.page_key(m.thread_id, d)  # noqa: E731
+                tails, table, new_pages, page_refs = pages.split(state, page_key, known)
+                data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, tails, table)
             writes.append(self.store.put(key, data))
+            writes.extend(self.store.put(k, d) for k, d in new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-            record.update(kind="full", depth=0, ref=ref, bytes=len(data))
+            if page_refs:
+                ref["pages"] = page_refs
+            record.update(kind="full", depth=0, ref=ref, bytes=len(data) + sum(len(d) for _, d in new_pages))
             compact = self._compact_action(m)
             if compact is not None:
                 action, segment_key, segment = compact
@@ -446,6 +485,14 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
         return actions, writes, state
+
+    @staticmethod
+    def _known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
+        """Pages already stored that the new snapshot may reuse: those of the parent chain's snapshot."""
+        if parent_id is None:
+            return {}
+        base = m.chain(parent_id)[0]["ref"]
+        return {p["digest"]: p for p in base.get("pages", [])}
 
     def _compact_action(self, m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
         """Move every inline delta of the thread into one Parquet segment (a row group each)."""

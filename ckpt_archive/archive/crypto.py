@@ -60,9 +60,7 @@ class Encryption:
     ) -> Encryption:
         """Keys from ``<prefix><KEY_ID>=<base64 of 32 bytes>``, the active id from ``<active>``."""
         env = dict(os.environ if environ is None else environ)
-        keys = {
-            name[len(prefix) :]: base64.b64decode(v) for name, v in env.items() if name.startswith(prefix)
-        }
+        keys = {name[len(prefix) :]: base64.b64decode(v) for name, v in env.items() if name.startswith(prefix)}
         if active not in env:
             raise KeyUnavailable(f"environment variable {active} (the active key id) is not set")
         return cls(keys, env[active], required=required)
@@ -84,13 +82,7 @@ class Encryption:
 
         kid = self.active_key_id.encode()
         nonce = os.urandom(12)
-        return (
-            MAGIC
-            + bytes([len(kid)])
-            + kid
-            + nonce
-            + AESGCM(self.key(self.active_key_id)).encrypt(nonce, data, aad)
-        )
+        return MAGIC + bytes([len(kid)]) + kid + nonce + AESGCM(self.key(self.active_key_id)).encrypt(nonce, data, aad)
 
     def open(self, blob: bytes, aad: bytes, where: dict[str, Any]) -> bytes:
         from cryptography.exceptions import InvalidTag
@@ -131,9 +123,7 @@ def seal_ops(enc: Encryption, archive_id: str, thread_id: str, checkpoint_id: st
     return out
 
 
-def open_ops(
-    enc: Encryption | None, record: dict[str, Any], archive_id: str, thread_id: str, ops: Delta
-) -> Delta:
+def open_ops(enc: Encryption | None, record: dict[str, Any], archive_id: str, thread_id: str, ops: Delta) -> Delta:
     """Plain ops of ``record``; refuses plaintext when encryption is required."""
     cid = record["id"]
     where = {"thread_id": thread_id, "checkpoint_id": cid}
@@ -142,9 +132,7 @@ def open_ops(
             raise PlaintextRefused("delta is not encrypted, but this archive requires encryption", **where)
         return ops
     if enc is None:
-        raise KeyUnavailable(
-            f"checkpoint {cid!r} of thread {thread_id!r} is encrypted: open the archive with keys"
-        )
+        raise KeyUnavailable(f"checkpoint {cid!r} of thread {thread_id!r} is encrypted: open the archive with keys")
     out: Delta = []
     for i, op in enumerate(ops):
         value = op.get("value")
@@ -173,9 +161,7 @@ def open_snapshot(
             raise PlaintextRefused("snapshot is not encrypted, but this archive requires encryption", **where)
         return data
     if enc is None:
-        raise KeyUnavailable(
-            f"checkpoint {cid!r} of thread {thread_id!r} is encrypted: open the archive with keys"
-        )
+        raise KeyUnavailable(f"checkpoint {cid!r} of thread {thread_id!r} is encrypted: open the archive with keys")
     return enc.open(data, aad(archive_id, thread_id, cid, "snapshot"), where)
 
 

@@ -9,6 +9,7 @@ Layout under the archive root (see docs/FORMAT.md)::
     thread_id=<enc>/_log/<seq:020d>.manifest.json.zst  folded manifest as of seq
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.json.zst
     thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   one row group per checkpoint
+    thread_id=<enc>/pages/<sha256>.json.zst         shared pages of long lists in snapshots
 
 Ids are percent-encoded (RFC 3986 unreserved characters kept), which is the
 encoding hive partitioning readers (pyarrow, DuckDB) undo. An encoded id longer
@@ -60,6 +61,10 @@ def manifest_key(thread_id: str, seq: int) -> str:
 
 def snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
     return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.json.zst"
+
+
+def page_key(thread_id: str, digest: str) -> str:
+    return f"{thread_dir(thread_id)}/pages/{digest}.json.zst"
 
 
 def segment_key(thread_id: str, first_step: int, token: str) -> str:

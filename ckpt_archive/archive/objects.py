@@ -19,16 +19,23 @@ from ..errors import DigestMismatch, IntegrityError, TruncatedObject, Unsupporte
 
 SEGMENT_SCHEMA = pa.schema(
     [
-        ("thread_id", pa.string()),
         ("checkpoint_id", pa.string()),
         ("step", pa.int64()),
-        ("op_index", pa.int32()),
         ("op", pa.string()),
         ("key", pa.string()),
         ("path", pa.string()),
         ("value", pa.string()),
     ]
 )
+# Statistics on JSON values would store each large value twice more (min/max); keep them where they
+# help predicate pushdown. The thread id comes from the hive partition folder.
+_PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 9,
+    "write_statistics": ["step"],
+    "use_dictionary": ["op", "key"],
+    "write_page_index": False,
+}
 _META_VERSION = b"ckpt_archive.format_version"
 
 
@@ -62,18 +69,24 @@ def check_state(state: dict[str, Any], record: dict[str, Any], thread_id: str) -
         )
 
 
-def encode_snapshot(thread_id: str, checkpoint_id: str, state: dict[str, Any]) -> bytes:
+def encode_snapshot(
+    thread_id: str, checkpoint_id: str, state: dict[str, Any], pages: dict[str, list[str]] | None = None
+) -> bytes:
     doc = {
         "format_version": codec.FORMAT_VERSION,
         "type": "snapshot",
         "thread_id": thread_id,
         "checkpoint_id": checkpoint_id,
         "state": state,
+        "pages": pages or {},
     }
     return codec.compress(codec.dumps(doc))
 
 
-def decode_snapshot(data: bytes, *, thread_id: str, checkpoint_id: str, key: str) -> dict[str, Any]:
+def decode_snapshot(
+    data: bytes, *, thread_id: str, checkpoint_id: str, key: str
+) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """(state with long lists cut to their tails, {path json: [page digests]})."""
     try:
         doc = codec.decode_document(data, f"snapshot {key!r}", compressed=True)
     except UnsupportedFormatVersion:
@@ -88,7 +101,10 @@ def decode_snapshot(data: bytes, *, thread_id: str, checkpoint_id: str, key: str
             key=key,
         )
     state: dict[str, Any] = doc["state"]
-    return state
+    pages = doc.get("pages") or {}
+    if not isinstance(pages, dict):
+        raise TruncatedObject("snapshot has a malformed page table", thread_id=thread_id, key=key)
+    return state, pages
 
 
 def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) -> tuple[bytes, dict[str, int]]:
@@ -97,17 +113,15 @@ def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) ->
     meta = {_META_VERSION: str(codec.FORMAT_VERSION).encode(), b"ckpt_archive.thread_id": thread_id.encode()}
     schema = SEGMENT_SCHEMA.with_metadata(meta)
     groups: dict[str, int] = {}
-    with pq.ParquetWriter(buf, schema, compression="zstd", compression_level=6) as writer:
+    with pq.ParquetWriter(buf, schema, **_PARQUET_OPTIONS) as writer:
         for checkpoint_id, step, ops in entries:
             if not ops:
                 continue
             cols: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
-            for i, op in enumerate(ops):
+            for op in ops:
                 path = op["path"]
-                cols["thread_id"].append(thread_id)
                 cols["checkpoint_id"].append(checkpoint_id)
                 cols["step"].append(step)
-                cols["op_index"].append(i)
                 cols["op"].append(op["op"])
                 cols["key"].append(path[0])
                 cols["path"].append(codec.dumps(path).decode())
@@ -134,8 +148,7 @@ class SegmentReader:
         version = meta.get(_META_VERSION, b"").decode(errors="replace")
         if version != str(codec.FORMAT_VERSION):
             raise UnsupportedFormatVersion(
-                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads "
-                f"{codec.FORMAT_VERSION}"
+                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads {codec.FORMAT_VERSION}"
             )
 
     def ops(self, checkpoint_id: str, row_group: int) -> Delta:
@@ -148,8 +161,13 @@ class SegmentReader:
             ):
                 if cid != checkpoint_id:
                     raise ValueError("row group holds another checkpoint")
-                decoded = None if value is None else codec.loads(value)
-                out.append({"op": op, "path": codec.loads(path), "value": decoded})
+                out.append(
+                    {
+                        "op": op,
+                        "path": codec.loads(path),
+                        "value": None if value is None else codec.loads(value),
+                    }
+                )
             return out
         except Exception as exc:
             raise TruncatedObject(

@@ -34,9 +34,7 @@ def check_object_key(key: Any, thread_id: str, folder: str) -> None:
     prefix = f"{layout.thread_dir(thread_id)}/{folder}/"
     _need(key.startswith(prefix), f"object key {key!r} is outside {prefix!r}")
     name = key[len(prefix) :]
-    _need(
-        bool(name) and "/" not in name and "\\" not in name and "\x00" not in name, f"bad object key {key!r}"
-    )
+    _need(bool(name) and "/" not in name and "\\" not in name and "\x00" not in name, f"bad object key {key!r}")
     _need(name not in (".", ".."), f"bad object key {key!r}")
 
 
@@ -48,6 +46,12 @@ def _ref(ref: Any, thread_id: str) -> None:
         _need(_int(ref.get("size")) and ref["size"] >= 0, "ref size")
     if ref["type"] == "segment":
         _need(_int(ref.get("row_group")) and ref["row_group"] >= 0, "ref row_group")
+    pages = ref.get("pages", [])
+    _need(isinstance(pages, list), "ref pages")
+    for page in pages:
+        _need(isinstance(page, dict) and isinstance(page.get("digest"), str), "page ref")
+        _need(bool(_SHA256.fullmatch(page["digest"])), "page digest")
+        check_object_key(page.get("key"), thread_id, "pages")
 
 
 def _record(rec: Any, thread_id: str) -> None:
@@ -63,9 +67,7 @@ def _record(rec: Any, thread_id: str) -> None:
         datetime.fromisoformat(rec["created_at"])
     except ValueError:
         raise _Bad("record created_at is not a timestamp") from None
-    _need(
-        isinstance(rec.get("metadata", {}), dict) and isinstance(rec.get("fields", {}), dict), "record fields"
-    )
+    _need(isinstance(rec.get("metadata", {}), dict) and isinstance(rec.get("fields", {}), dict), "record fields")
     _need(_int(rec.get("bytes", 0)) and _int(rec.get("version", 1)), "record sizes")
     sha = rec.get("state_sha256")
     _need(sha is None or (isinstance(sha, str) and bool(_SHA256.fullmatch(sha))), "record state_sha256")
@@ -81,9 +83,7 @@ def check_record(rec: Any, thread_id: str, key: str | None = None) -> None:
         _record(rec, thread_id)
     except _Bad as exc:
         rid = rec.get("id") if isinstance(rec, dict) and isinstance(rec.get("id"), str) else None
-        raise CorruptManifest(
-            f"malformed record: {exc}", thread_id=thread_id, checkpoint_id=rid, key=key
-        ) from None
+        raise CorruptManifest(f"malformed record: {exc}", thread_id=thread_id, checkpoint_id=rid, key=key) from None
 
 
 def check_commit(doc: dict[str, Any], thread_id: str, key: str | None = None) -> None:
@@ -125,16 +125,10 @@ def check_hint(doc: dict[str, Any], thread_id: str) -> None:
     """A head hint is only used when every field has the right shape."""
     chain = doc.get("chain", [])
     manifest_seq = doc.get("manifest_seq")
-    if (
-        not _int(doc.get("seq"))
-        or not (manifest_seq is None or _int(manifest_seq))
-        or not isinstance(chain, list)
-    ):
+    if not _int(doc.get("seq")) or not (manifest_seq is None or _int(manifest_seq)) or not isinstance(chain, list):
         raise CorruptManifest("malformed head hint", thread_id=thread_id)
     for rec in chain:
-        check_record(
-            {k: v for k, v in rec.items() if k != "ops"} if isinstance(rec, dict) else rec, thread_id
-        )
+        check_record({k: v for k, v in rec.items() if k != "ops"} if isinstance(rec, dict) else rec, thread_id)
         if not isinstance(rec.get("ops", []), list):
             raise CorruptManifest("malformed head hint: ops", thread_id=thread_id)
 

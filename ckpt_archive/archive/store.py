@@ -79,9 +79,7 @@ _PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryE
 
 
 def _status_transient(value: object) -> bool:
-    return (
-        isinstance(value, int) and not isinstance(value, bool) and (value in (408, 429) or 500 <= value < 600)
-    )
+    return isinstance(value, int) and not isinstance(value, bool) and (value in (408, 429) or 500 <= value < 600)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -161,7 +159,7 @@ class ObjectStore:
             return self.root
         if "\x00" in key or "\\" in key or any(seg in ("", ".", "..") for seg in key.split("/")):
             raise InvalidIdentifier(f"object key {key!r} could leave the archive root")
-        return f"{self.root}/{key}"
+        return f"{self.root}/{key}" if self.root else key
 
     async def _retry(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run ``fn``, retrying transient failures with full-jitter exponential backoff."""

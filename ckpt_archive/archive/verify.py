@@ -136,7 +136,7 @@ async def rebuild(
                 notes.append(f"{type(exc).__name__}: {exc}")
         if ref["type"] == "snapshot":
             assert data is not None
-            state = cp._snapshot_state(rec, data, thread_id)
+            state = await cp._snapshot_state(rec, data, thread_id)
             continue
         if state is None:
             raise BrokenChain("chain does not start with a snapshot", thread_id=thread_id, checkpoint_id=cid)
@@ -157,9 +157,7 @@ async def rebuild(
             raise
         notes.append(f"{type(exc).__name__}: {exc}")
     if "state_sha256" not in chain[-1] and "state_mac" not in chain[-1]:
-        notes.append(
-            "no state_sha256 recorded for this checkpoint: its objects were checked, the state was not"
-        )
+        notes.append("no state_sha256 recorded for this checkpoint: its objects were checked, the state was not")
     return state, notes
 
 
@@ -199,6 +197,7 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
         except (CorruptManifest, UnsupportedFormatVersion) as exc:
             report.problems.append(Problem.of(exc, thread_id))
     referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
+    referenced |= {p["key"] for r in m.records.values() for p in r["ref"].get("pages", [])}
     report.objects += len(referenced)
     report.orphans += sorted(
         k for k in found if k not in referenced and "/_log/" not in k and k != layout.head_key(thread_id)
@@ -213,9 +212,7 @@ async def _fold_log(
     """Fold every commit entry; check each folded manifest against the fold of the commits."""
     log_dir = f"{layout.thread_dir(thread_id)}/_log/"
     names = [k[len(log_dir) :] for k in found if k.startswith(log_dir)]
-    commits = sorted(
-        int(n[:20]) for n in names if n.endswith(".json") and not n.endswith(".manifest.json.zst")
-    )
+    commits = sorted(int(n[:20]) for n in names if n.endswith(".json") and not n.endswith(".manifest.json.zst"))
     folded = sorted(int(n[:20]) for n in names if n.endswith(".manifest.json.zst"))
     if not commits and not folded:
         return Manifest(thread_id)
@@ -248,9 +245,7 @@ async def _fold_log(
         if data is None:
             # below a good folded manifest, maintenance may have removed commits; above it they are needed
             if m is not None and not any(f >= s for f in good_folds):
-                report.problems.append(
-                    Problem("MissingObject", "commit entry is missing", thread_id, key=key)
-                )
+                report.problems.append(Problem("MissingObject", "commit entry is missing", thread_id, key=key))
             m = None
             continue
         try:
@@ -317,14 +312,12 @@ async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyRep
             if ref.get("key") in damaged:
                 states[cid] = None
                 if first_user[ref["key"]] != cid:
-                    raise BrokenChain(
-                        f"needs damaged object {ref['key']!r}", thread_id=thread_id, checkpoint_id=cid
-                    )
+                    raise BrokenChain(f"needs damaged object {ref['key']!r}", thread_id=thread_id, checkpoint_id=cid)
                 continue
             if ref["type"] == "snapshot":
                 data = datas[ref["key"]]
                 assert data is not None
-                state = cp._snapshot_state(rec, data, thread_id)
+                state = await cp._snapshot_state(rec, data, thread_id)
             else:
                 parent = str(rec.get("parent"))
                 if parent not in states:  # parent committed later than its child: rebuild it on its own
@@ -335,9 +328,7 @@ async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyRep
                 base = states.get(parent)
                 if base is None:
                     states[cid] = None
-                    raise BrokenChain(
-                        f"parent {parent!r} cannot be rebuilt", thread_id=thread_id, checkpoint_id=cid
-                    )
+                    raise BrokenChain(f"parent {parent!r} cannot be rebuilt", thread_id=thread_id, checkpoint_id=cid)
                 ops: Delta = []
                 if ref["type"] == "segment":
                     ops = readers[ref["key"]].ops(cid, ref["row_group"])

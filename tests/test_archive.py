@@ -1,0 +1,276 @@
+"""Archive-specific behaviour: request economy, commits, crashes, format versions, Parquet layout."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+import duckdb
+import fsspec
+import pyarrow.parquet as pq
+import pytest
+
+import ckpt_archive as ca
+from ckpt_archive import codec
+from ckpt_archive.archive import layout
+from ckpt_archive.archive.manifest import seal
+from ckpt_archive.testing import RoundTrips, S3Server
+
+
+class SimulatedCrash(Exception):
+    pass
+
+
+def grow(archive: ca.ArchiveCheckpointer, thread: str, steps: range, messages: list[Any]) -> list[ca.Checkpoint]:
+    saved = []
+    for step in steps:
+        messages.append({"role": "user", "content": f"message {step} " + "x" * 200})
+        ckpt = ca.Checkpoint.new(thread, {"messages": list(messages), "counter": step}, step=step)
+        archive.save(ckpt)
+        saved.append(ckpt)
+    return saved
+
+
+def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
+    opts = s3_server.storage_options()
+    writer = ca.open_archive(s3_url, storage_options=opts, full_snapshot_interval=10)
+    messages: list[Any] = []
+    grow(writer, "t", range(25), messages)  # warm: the writer knows its head
+
+    s3_server.reset_counts()
+    grow(writer, "t", range(25, 26), messages)  # a delta save
+    assert s3_server.requests["LIST"] == 0
+    assert s3_server.total() <= 3, s3_server.log
+
+    s3_server.reset_counts()
+    grow(writer, "t", range(26, 31), messages)  # includes the snapshot at step 30
+    assert s3_server.requests["LIST"] == 0
+    assert s3_server.total() <= 5 * 3 + 3, s3_server.log
+
+    reader = ca.open_archive(s3_url, storage_options=opts)
+    trips = RoundTrips(reader.store.fs)
+    s3_server.reset_counts()
+    latest = reader.load("t")
+    assert latest is not None and latest.step == 30 and len(latest.state["messages"]) == 31
+    assert s3_server.requests["LIST"] == 0
+    assert trips.depth <= 3, trips.calls
+    assert s3_server.total() <= 5, s3_server.log
+
+    lister = ca.open_archive(s3_url, storage_options=opts)
+    s3_server.reset_counts()
+    infos = lister.list("t")
+    assert len(infos) == 31
+    assert s3_server.requests["LIST"] == 0
+    # list reads manifest objects only, never a snapshot or a delta segment
+    assert all("/snapshots/" not in p and "/deltas/" not in p for _, p in s3_server.log), s3_server.log
+
+
+def test_chain_never_exceeds_interval_with_forks_and_irregular_steps(tmp_path: Any) -> None:
+    archive = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=4)
+    ids: list[str] = []
+    steps = [0, 1, 2, 7, 9, 10, 11, 13, 14, 15, 17, 21, 22, 23, 25, 26, 27]
+    for i, step in enumerate(steps):
+        parent = ids[i // 2] if i % 5 == 4 else None  # fork now and then
+        ckpt = ca.Checkpoint.new("t", {"i": i, "hist": list(range(i))}, step=step, parent_id=parent)
+        ids.append(archive.save(ckpt))
+    m = archive._manifests["t"]
+    for cid in ids:
+        assert len(m.chain(cid)) <= 4
+        assert archive.load_by_id(cid) is not None
+
+
+async def race_round(writers: list[ca.ArchiveCheckpointer], i: int, results: dict[str, int]) -> None:
+    latest = await asyncio.gather(*(w.aload("race") for w in writers))
+
+    async def attempt(n: int) -> None:
+        head = latest[n]
+        state = {"log": [*(head.state["log"] if head else []), f"w{n}-{i}"]}
+        try:
+            await writers[n].asave(ca.Checkpoint.new("race", state, step=(head.step + 1) if head else 0))
+            results["ok"] += 1
+        except ca.CheckpointConflict:
+            results["conflict"] += 1
+
+    await asyncio.gather(*(attempt(n) for n in range(len(writers))))
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_racing_writers_threads(archive_url: Any, backend: str) -> None:
+    """Four writers load the same head, then all save: exactly one commit per round wins."""
+    url, opts = archive_url(backend)
+    results = {"ok": 0, "conflict": 0}
+    writers = [ca.open_archive(url, storage_options=opts, full_snapshot_interval=5) for _ in range(4)]
+
+    async def main() -> None:
+        for i in range(8):
+            await race_round(writers, i, results)
+
+    asyncio.run(main())
+    assert results == {"ok": 8, "conflict": 24}
+    check_linear(ca.open_archive(url, storage_options=opts), "race", results["ok"])
+
+
+def check_linear(archive: ca.ArchiveCheckpointer, thread: str, committed: int) -> None:
+    infos = archive.list(thread)
+    assert len(infos) == committed
+    assert infos[0].parent_id is None
+    for prev, info in itertools.pairwise(infos):
+        assert info.parent_id == prev.checkpoint_id
+    previous: list[str] = []
+    for info in infos:
+        ckpt = archive.load_by_id(info.checkpoint_id)
+        assert ckpt is not None
+        # every state extends its parent's log by exactly one entry: nothing was lost or merged
+        assert ckpt.state["log"][:-1] == previous
+        previous = ckpt.state["log"]
+
+
+def test_interrupted_save_leaves_archive_unchanged(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=3)
+    messages: list[Any] = []
+    grow(archive, "t", range(5), messages)
+    before_list = archive.list("t")
+    before_state = archive.load("t")
+
+    real = archive.store.put_if_absent
+
+    async def crash_on_commit(key: str, data: bytes) -> bool:
+        if "/_log/" in key:
+            raise SimulatedCrash("process died between payload and commit")
+        return await real(key, data)
+
+    monkeypatch.setattr(archive.store, "put_if_absent", crash_on_commit)
+    for step in (5, 6):  # a snapshot+compaction save (step 6) and a delta save
+        with pytest.raises(SimulatedCrash):
+            grow(archive, "t", range(step, step + 1), list(messages))
+    fresh = ca.open_archive(url)
+    assert fresh.list("t") == before_list
+    assert fresh.load("t") == before_state
+    assert archive.list("t") == before_list
+    # the writer itself carries on from the committed head
+    monkeypatch.undo()
+    grow(archive, "t", range(5, 6), messages)
+    assert [i.step for i in ca.open_archive(url).list("t")] == list(range(6))
+
+
+def test_unknown_format_version_is_a_clear_error(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url)
+    archive.save(ca.Checkpoint.new("t", {"a": 1}))
+    fs = fsspec.filesystem("file")
+    entry = codec.loads(fs.cat_file(f"{url}/{layout.log_key('t', 1)}"))
+    entry["seq"] = 2
+    body = {k: v for k, v in entry.items() if k != "digest"}
+    body["format_version"] = 99
+    fs.pipe_file(f"{url}/{layout.log_key('t', 2)}", codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))}))
+    with pytest.raises(ca.UnsupportedFormatVersion, match="99"):
+        ca.open_archive(url).load("t")
+
+    marker = codec.loads(fs.cat_file(f"{url}/_archive.json"))
+    marker["format_version"] = 7
+    fs.pipe_file(f"{url}/_archive.json", codec.dumps(marker))
+    with pytest.raises(ca.UnsupportedFormatVersion, match="7"):
+        ca.open_archive(url).list("t")
+
+
+def test_segments_are_parquet_row_group_per_checkpoint_and_readable_without_us(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=5)
+    messages: list[Any] = []
+    grow(archive, "chat/1", range(12), messages)
+    assert archive.compact("chat/1") is True
+    assert archive.compact("chat/1") is False
+    files = sorted(fsspec.filesystem("file").glob(f"{url}/thread_id=*/deltas/*.parquet"))
+    assert len(files) == 3  # deltas 1-4, 6-9, 11
+    assert [pq.ParquetFile(f).num_row_groups for f in files] == [4, 4, 1]
+    rows = duckdb.sql(
+        f"select thread_id, step, op, key from read_parquet('{url}/thread_id=*/deltas/*.parquet', "
+        "hive_partitioning=true) order by step"
+    ).fetchall()
+    assert [r[1] for r in rows if r[3] == "messages"] == [1, 2, 3, 4, 6, 7, 8, 9, 11]
+    assert {r[0] for r in rows} == {"chat/1"}
+    assert {r[2] for r in rows if r[3] == "messages"} == {"append"}
+    fresh = ca.open_archive(url)
+    assert fresh.load("chat/1").state["messages"] == messages  # type: ignore[union-attr]
+    assert [i.kind for i in fresh.list("chat/1")][:6] == ["full", "delta", "delta", "delta", "delta", "full"]
+
+
+def test_backend_without_put_if_absent_is_refused(tmp_path: Any) -> None:
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs = DirFileSystem(path=str(tmp_path), fs=LocalFileSystem(auto_mkdir=True))
+    with pytest.raises(ca.UnsafeBackend, match="single_writer"):
+        ca.ObjectStore(fs, "a")
+    archive = ca.ArchiveCheckpointer(ca.ObjectStore(fs, "a", single_writer=True))
+    archive.save(ca.Checkpoint.new("t", {"a": 1}))
+    assert archive.load("t").state == {"a": 1}  # type: ignore[union-attr]
+    assert ca.open_archive(str(tmp_path / "a")).load("t").state == {"a": 1}  # type: ignore[union-attr]
+
+
+def test_lost_hint_is_recovered_from_the_log(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=4)
+    saved = grow(archive, "t", range(9), [])
+    fsspec.filesystem("file").rm_file(f"{url}/{layout.head_key('t')}")
+    fresh = ca.open_archive(url)
+    assert fresh.load("t").checkpoint_id == saved[-1].checkpoint_id  # type: ignore[union-attr]
+    assert len(fresh.list("t")) == 9
+
+
+def test_stale_hint_is_detected(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=4)
+    grow(archive, "t", range(3), [])
+    fs = fsspec.filesystem("file")
+    old_hint = fs.cat_file(f"{url}/{layout.head_key('t')}")
+    saved = grow(archive, "t", range(3, 6), [])
+    fs.pipe_file(f"{url}/{layout.head_key('t')}", old_hint)  # a slow writer's late hint
+    assert ca.open_archive(url).load("t").checkpoint_id == saved[-1].checkpoint_id  # type: ignore[union-attr]
+
+
+def test_archive_marker_is_sealed(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    ca.open_archive(url).save(ca.Checkpoint.new("t", {}))
+    doc = codec.loads(fsspec.filesystem("file").cat_file(f"{url}/_archive.json"))
+    assert doc["format_version"] == codec.FORMAT_VERSION and doc["type"] == "archive"
+    assert seal(doc) == codec.dumps(doc)
+
+
+def test_long_lists_are_paged_and_each_page_stored_once(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=10)
+    messages: list[Any] = []
+    saved = []
+    for step in range(100):
+        messages.append({"role": "user", "content": f"message {step}"})
+        state = {"chat": {"messages": list(messages), "meta": {"n": step}}, "short": [1, 2]}
+        ckpt = ca.Checkpoint.new("t", state, step=step)
+        archive.save(ckpt)
+        saved.append(ckpt)
+    fs = fsspec.filesystem("file")
+    # the last snapshot (step 90) holds 91 messages: 2 full pages, each stored once for all snapshots
+    assert len(fs.glob(f"{url}/thread_id=t/pages/*.json.zst")) == 91 // 32
+    fresh = ca.open_archive(url)
+    for ckpt in saved:
+        assert fresh.load_by_id(ckpt.checkpoint_id).state == ckpt.state  # type: ignore[union-attr]
+    # a snapshot object holds only the tail of the long list
+    last_snapshot = sorted(fs.glob(f"{url}/thread_id=t/snapshots/*"))[-1]
+    doc = codec.loads(codec.decompress(fs.cat_file(last_snapshot)))
+    assert len(doc["state"]["chat"]["messages"]) == 91 - 64
+    assert list(doc["pages"]) == ['["chat","messages"]'] and len(doc["pages"]['["chat","messages"]']) == 2
+
+
+def test_tampered_page_is_detected(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=10)
+    for step in range(41):
+        archive.save(ca.Checkpoint.new("t", {"m": list(range(step + 1))}, step=step))
+    fs = fsspec.filesystem("file")
+    page = sorted(fs.glob(f"{url}/thread_id=t/pages/*.json.zst"))[0]
+    raw = codec.decompress(fs.cat_file(page)).replace(b"[0,", b"[7,")
+    fs.pipe_file(page, codec.compress(raw))
+    with pytest.raises(ca.DigestMismatch, match="page"):
+        ca.open_archive(url).load("t")

@@ -1,0 +1,61 @@
+"""Separate processes racing on one thread: every save commits or raises CheckpointConflict."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ckpt_archive as ca
+from tests.test_archive import check_linear
+
+WORKER = str(Path(__file__).with_name("race_worker.py"))
+
+
+def race(url: str, opts: dict[str, Any], processes: int, attempts: int) -> tuple[list[str], int]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, WORKER, url, json.dumps(opts), f"p{n}", str(attempts)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"},
+        )
+        for n in range(processes)
+    ]
+    committed: list[str] = []
+    conflicts = 0
+    for proc in procs:
+        out, _ = proc.communicate(timeout=1800)
+        assert proc.returncode == 0
+        summary = json.loads(out.strip().splitlines()[-1])
+        committed += summary["committed"]
+        conflicts += summary["conflicts"]
+    return committed, conflicts
+
+
+def race_and_check(archive_url: Any, backend: str, processes: int, attempts: int) -> None:
+    url, opts = archive_url(backend)
+    committed, conflicts = race(url, opts, processes=processes, attempts=attempts)
+    assert len(committed) + conflicts == processes * attempts
+    assert conflicts > 0  # they really raced
+    archive = ca.open_archive(url, storage_options=opts)
+    assert {i.checkpoint_id for i in archive.list("race")} == set(committed)  # committed == successful saves
+    check_linear(archive, "race", len(committed))
+    report = archive.verify("race")  # nothing unreachable, every object proven
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_processes_race_on_one_thread(archive_url: Any, backend: str) -> None:
+    race_and_check(archive_url, backend, processes=4, attempts=20)
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("backend", ["local", "s3", "gcs", "azure"])
+def test_processes_race_on_one_thread_soak(archive_url: Any, backend: str) -> None:
+    race_and_check(archive_url, backend, processes=4, attempts=250)
