@@ -188,3 +188,15 @@ def test_keys_from_a_callable_and_the_environment(archive_url: Any) -> None:
     assert from_env.load("t").state == saved[-1].state  # type: ignore[union-attr]
     with pytest.raises(ca.KeyUnavailable):
         ca.Encryption.from_env({})
+
+
+def test_long_lists_are_not_paged_in_clear(archive_url: Any) -> None:
+    """Shared pages are named by a digest of their plaintext: with encryption, snapshots are not paged."""
+    url, opts = archive_url("memory")
+    cp = ca.open_archive(url, storage_options=opts, full_snapshot_interval=2, encryption=enc())
+    saved = chat(cp, "t", 1, start=60)  # a 61-message history, well over a page
+    assert not [k for k in stored(cp) if "/pages/" in k]
+    for key, data in stored(cp).items():
+        for form in readable_forms(key, data):
+            assert SECRET.encode() not in form, key
+    assert ca.open_archive(url, storage_options=opts, encryption=enc()).load("t").state == saved[0].state  # type: ignore[union-attr]

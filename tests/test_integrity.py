@@ -216,3 +216,22 @@ def test_verify_on_object_stores(archive_url: Any) -> None:
         snap = keys(cp, "snapshots/")[0]
         put(cp, snap, get(cp, snap)[:-1])
         assert cp.verify().problems[0].kind == "TruncatedObject"
+
+
+def test_paged_snapshots_are_verified(archive_url: Any, backend: str) -> None:
+    url, opts = archive_url(backend)
+    cp = ca.open_archive(url, storage_options=opts, full_snapshot_interval=4)
+    saved = []
+    for step in range(9):
+        c = ca.Checkpoint.new("p", {"messages": [f"message {i}" for i in range(40 + step)]}, step=step)
+        cp.save(c)
+        saved.append(c)
+    pages = keys(cp, "/pages/")
+    assert pages
+    report = cp.verify()
+    assert report.ok and report.orphans == [], str(report)
+    put(cp, pages[0], flip(get(cp, pages[0]), 5))
+    report = cp.verify()
+    assert report.problems and {p.kind for p in report.problems} <= {"DigestMismatch", "TruncatedObject", "BrokenChain"}
+    with pytest.raises(ca.IntegrityError):
+        cp.validate_integrity(saved[0].checkpoint_id)
