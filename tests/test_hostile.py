@@ -309,3 +309,19 @@ def test_decoders_on_random_bytes(data: bytes) -> None:
     ):
         with contextlib.suppress(ca.CheckpointError):
             decode()
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["../../outside.json.zst", "thread_id=t/snapshots/../../../x", "thread_id=other/snapshots/x.json.zst", "/etc/x"],
+)
+def test_manifest_cannot_point_outside_its_thread(tmp_path: Path, key: str) -> None:
+    (tmp_path / "outside.json.zst").write_bytes(b"secret")
+    cp = ca.open_archive(str(tmp_path / "root" / "a"))
+    cp.save(ca.Checkpoint.new("t", {"a": 1}))
+    entry = unseal(run_sync(cp.store.get(layout.log_key("t", 1))), "commit")
+    entry["actions"][0]["record"]["ref"]["key"] = key
+    run_sync(cp.store.put(layout.log_key("t", 1), seal(entry)))
+    run_sync(cp.store.delete([layout.head_key("t")]))
+    with pytest.raises(ca.CorruptManifest, match=r"outside|bad object key"):
+        ca.open_archive(str(tmp_path / "root" / "a")).load("t")
