@@ -325,3 +325,17 @@ def test_manifest_cannot_point_outside_its_thread(tmp_path: Path, key: str) -> N
     run_sync(cp.store.delete([layout.head_key("t")]))
     with pytest.raises(ca.CorruptManifest, match=r"outside|bad object key"):
         ca.open_archive(str(tmp_path / "root" / "a")).load("t")
+
+
+def test_atheris_fuzzes_the_decoders() -> None:
+    """Coverage-guided fuzzing when atheris is installed (it is not in the dev extra: it needs a wheel)."""
+    pytest.importorskip("atheris")
+    import subprocess
+    import sys
+
+    harness = Path(__file__).parent / "fuzz" / "atheris_decoders.py"
+    done = subprocess.run(
+        [sys.executable, str(harness), "-runs=5000", "-seed=1"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Done 5000 runs" in done.stderr
