@@ -327,6 +327,7 @@ def test_manifest_cannot_point_outside_its_thread(tmp_path: Path, key: str) -> N
         ca.open_archive(str(tmp_path / "root" / "a")).load("t")
 
 
+@pytest.mark.soak  # ~12 s of CPU, mostly instrumenting imports
 def test_atheris_fuzzes_the_decoders() -> None:
     """Coverage-guided fuzzing when atheris is installed (it is not in the dev extra: it needs a wheel)."""
     pytest.importorskip("atheris")
