@@ -59,3 +59,23 @@ def test_processes_race_on_one_thread(archive_url: Any, backend: str) -> None:
 @pytest.mark.parametrize("backend", ["local", "s3", "gcs", "azure"])
 def test_processes_race_on_one_thread_soak(archive_url: Any, backend: str) -> None:
     race_and_check(archive_url, backend, processes=4, attempts=250)
+
+
+@pytest.mark.parametrize("backend", ["local", "memory"])
+def test_save_after_a_fresh_load_detects_a_commit_in_between(archive_url: Any, backend: str) -> None:
+    """A fresh writer's first load may come from the head hint alone (no manifest cached); a save built
+    on it must still conflict when someone committed in between, not append to the newer head."""
+    url, opts = archive_url(backend)
+    first = ca.open_archive(url, storage_options=opts)
+    first.save(ca.Checkpoint.new("race", {"log": ["a"]}))
+    reader, other = ca.open_archive(url, storage_options=opts), ca.open_archive(url, storage_options=opts)
+    seen = reader.load("race")
+    assert seen is not None and seen.state == {"log": ["a"]}
+    assert other.load("race") is not None
+    other.save(ca.Checkpoint.new("race", {"log": ["a", "b"]}, step=1))
+    with pytest.raises(ca.CheckpointConflict):
+        reader.save(ca.Checkpoint.new("race", {"log": [*seen.state["log"], "c"]}, step=1))
+    latest = reader.load("race")
+    assert latest is not None and latest.state == {"log": ["a", "b"]}
+    reader.save(ca.Checkpoint.new("race", {"log": [*latest.state["log"], "c"]}, step=2))
+    check_linear(ca.open_archive(url, storage_options=opts), "race", 3)

@@ -69,6 +69,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         self._state_cache = state_cache
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
+        self._known_seq: dict[str, int] = {}  # thread -> commit seq a hint-only load returned
         self.encryption = encryption
         self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
 
@@ -326,11 +327,15 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                     self._materialize(thread_id, chain, inline),
                 )
                 if probe is None:
+                    # no manifest is cached on this path: remember what this writer now knows, so
+                    # that a save built on this load detects anyone who commits in between
+                    self._known_seq[thread_id] = int(hint["seq"])
                     return self._checkpoint(thread_id, chain[-1], state)
             m = await self._manifest(thread_id, hint=hint)
         else:
             await self._check_root()
             m = await self._manifest(thread_id)
+        self._known_seq.pop(thread_id, None)  # the cached manifest is now what this writer knows
         if m.head is None:
             return None
         rec = m.records[m.head]
@@ -373,6 +378,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         await self.store.delete([layout.id_key(cid) for cid in m.records])
         await self.store.delete_prefix(layout.thread_dir(thread_id))
         self._manifests.pop(thread_id, None)
+        self._known_seq.pop(thread_id, None)
         self._folded_seq.pop(thread_id, None)
         for cid in m.records:
             self._states.pop(cid, None)
@@ -388,6 +394,12 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
             # put-if-absent detects anyone who committed since.
             m = self._manifests.get(thread_id) or await self._manifest(thread_id)
             explicit = checkpoint.parent_id is not None
+            known = self._known_seq.pop(thread_id, None)
+            if known is not None and m.seq != known and not explicit:
+                raise CheckpointConflict(
+                    f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
+                    "writer loaded it; reload and save again, or pass parent_id to fork"
+                )
             if explicit and checkpoint.parent_id not in m.records:
                 m = await self._manifest(thread_id)
             index_written = False
