@@ -314,3 +314,109 @@ class RoundTrips:
                 self.depth = max(self.depth, depth)
 
         return wrapped
+
+
+class FaultProxy:
+    """An HTTP reverse proxy on 127.0.0.1 that can answer chosen requests with an error.
+
+    Put it in front of fake-gcs-server or Azurite to give their real clients (gcsfs, adlfs) genuine
+    error replies: ``inject(status, body, ...)`` answers the next ``count`` matching requests with
+    ``status``; with ``after=True`` the request is forwarded (and takes effect) first, and only the
+    reply is replaced: a write whose reply was lost.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._faults: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server: Any = None
+
+    def inject(
+        self,
+        status: int,
+        body: bytes = b"",
+        *,
+        headers: dict[str, str] | None = None,
+        count: int = 1,
+        method: str = "PUT",
+        path: str = "",
+        after: bool = False,
+    ) -> None:
+        with self._lock:
+            self._faults.append(
+                {
+                    "status": status,
+                    "body": body,
+                    "headers": headers or {},
+                    "left": count,
+                    "method": method,
+                    "path": path,
+                    "after": after,
+                }
+            )
+
+    def faults_left(self) -> int:
+        with self._lock:
+            return sum(f["left"] for f in self._faults)
+
+    def _fault_for(self, method: str, path: str, body: bytes) -> dict[str, Any] | None:
+        """The next fault for this request; ``path`` is matched in the URL or the body (GCS uploads
+        name the object in a multipart body)."""
+        from urllib.parse import unquote
+
+        where = unquote(path) + body[:4096].decode("utf-8", "replace")
+        with self._lock:
+            for fault in self._faults:
+                if fault["left"] > 0 and fault["method"] in (method, "*") and fault["path"] in where:
+                    fault["left"] -= 1
+                    return fault
+        return None
+
+    def start(self) -> FaultProxy:
+        import http.client
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                fault = proxy._fault_for(self.command, self.path, body)
+                if fault is None or fault["after"]:
+                    conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                    conn.request(self.command, self.path, body=body or None, headers=headers)
+                    resp = conn.getresponse()
+                    status, reply, out_headers = resp.status, resp.read(), resp.getheaders()
+                    conn.close()
+                if fault is not None:
+                    status, reply = fault["status"], fault["body"]
+                    out_headers = list(fault["headers"].items())
+                self.send_response(status)
+                for k, v in out_headers:
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(reply)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _handle
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server = None

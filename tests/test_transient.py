@@ -6,6 +6,7 @@ Faults are injected at the real S3 server (moto over HTTP), so the whole client 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -13,7 +14,9 @@ import pytest
 import ckpt_archive as ca
 from ckpt_archive.archive import layout
 from ckpt_archive.archive.store import is_transient
-from ckpt_archive.testing import S3Server
+from ckpt_archive.testing import FaultProxy, S3Server
+
+_ids = itertools.count()
 
 
 def wrapped(cause: BaseException) -> OSError:
@@ -120,3 +123,52 @@ def test_permanent_errors_are_not_retried(s3_archive: Any) -> None:
         saves(cp, 1, start=1)
     assert cp.store.retried == before
     assert len(cp.list("t")) == 1
+
+
+GCS_503 = (b'{"error": {"code": 503, "message": "injected"}}', {"Content-Type": "application/json"})
+AZURE_503 = (
+    b'<?xml version="1.0" encoding="utf-8"?><Error><Code>ServerBusy</Code><Message>injected</Message></Error>',
+    {"Content-Type": "application/xml", "x-ms-error-code": "ServerBusy"},
+)
+
+
+def through_proxy(request: pytest.FixtureRequest, backend: str) -> tuple[str, dict[str, Any], FaultProxy]:
+    """A fresh bucket on the real emulator, reached through a FaultProxy."""
+    server: Any = request.getfixturevalue("gcs_server" if backend == "gcs" else "azure_server")
+    url = server.make_bucket(f"proxied-{next(_ids)}") + "/archive"
+    proxy = FaultProxy(server.port).start()
+    request.addfinalizer(proxy.stop)
+    opts = server.storage_options()
+    if backend == "gcs":
+        opts = {**opts, "endpoint_url": proxy.endpoint}
+    else:
+        opts = {**opts, "connection_string": server.connection_string().replace(str(server.port), str(proxy.port))}
+    return url, opts, proxy
+
+
+def lost_reply_and_transient(request: pytest.FixtureRequest, backend: str) -> None:
+    url, opts, proxy = through_proxy(request, backend)
+    body, headers = GCS_503 if backend == "gcs" else AZURE_503
+    cp = ca.open_archive(url, storage_options=opts)
+    cp.save(ca.Checkpoint.new("t", {"a": 0}))
+    # the commit lands, its reply is a 503: the client retries, finds the key, and we recognise our bytes
+    proxy.inject(503, body, headers=headers, method="*", path=layout.log_key("t", 2), after=True)
+    cp.save(ca.Checkpoint.new("t", {"a": 1}, step=1))
+    # a 503 that was not applied: retried
+    proxy.inject(503, body, headers=headers, method="*", path=layout.log_key("t", 3))
+    last = ca.Checkpoint.new("t", {"a": 2}, step=2)
+    cp.save(last)
+    assert proxy.faults_left() == 0
+    fresh = ca.open_archive(url, storage_options=opts)
+    assert [i.step for i in fresh.list("t")] == [0, 1, 2]
+    assert fresh.load("t").state == last.state  # type: ignore[union-attr]
+    assert fresh.verify().ok
+
+
+def test_gcs_lost_reply_and_transient_errors(request: pytest.FixtureRequest) -> None:
+    lost_reply_and_transient(request, "gcs")
+
+
+@pytest.mark.soak  # the Azure SDK waits ~15 s before retrying a 503
+def test_azure_lost_reply_and_transient_errors(request: pytest.FixtureRequest) -> None:
+    lost_reply_and_transient(request, "azure")
