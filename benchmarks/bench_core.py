@@ -76,7 +76,9 @@ def stored_bytes(fs: fsspec.AbstractFileSystem, root: str) -> int:
     return sum(int(info["size"]) for info in fs.find(root, detail=True).values())
 
 
-def run(target: str, url: str, opts: dict[str, Any], data: list[dict[str, Any]], server: S3Server | None) -> dict[str, Any]:
+def run(
+    target: str, url: str, opts: dict[str, Any], data: list[dict[str, Any]], server: S3Server | None
+) -> dict[str, Any]:
     archive = ca.open_archive(url, storage_options=opts, full_snapshot_interval=10)
     times, reqs_delta, reqs_full, lists = [], [], [], []
     for step, state in enumerate(data):

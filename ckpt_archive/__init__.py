@@ -37,6 +37,7 @@ from .errors import (
     UnsupportedFormatVersion,
 )
 from .model import Checkpoint, CheckpointInfo
+from .retention import GcReport, PruneReport, RetentionPolicy
 
 __version__ = "0.1.0"
 
@@ -58,6 +59,7 @@ __all__ = [
     "DuplicateCheckpointId",
     "Encryption",
     "EncryptionError",
+    "GcReport",
     "IntegrityError",
     "InvalidIdentifier",
     "InvalidState",
@@ -67,8 +69,10 @@ __all__ = [
     "ObjectStore",
     "PlaintextRefused",
     "Problem",
+    "PruneReport",
     "ReservedMetadataKey",
     "RestoredState",
+    "RetentionPolicy",
     "TruncatedObject",
     "UnsafeBackend",
     "UnsupportedFormatVersion",

@@ -8,12 +8,13 @@ without blocking that loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from typing import Any, TypeVar, cast
 
 import fsspec.asyn
 
 T = TypeVar("T")
+_END = object()
 
 
 def io_loop() -> asyncio.AbstractEventLoop:
@@ -40,3 +41,38 @@ async def run_async(coro: Coroutine[Any, Any, T]) -> T:
     if asyncio.get_running_loop() is loop:
         return await coro
     return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
+async def _next(agen: AsyncIterator[T]) -> T | object:
+    try:
+        return await agen.__anext__()
+    except StopAsyncIteration:
+        return _END
+
+
+def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
+    """Drive an async iterator living on the I/O loop from sync code, one item at a time."""
+    try:
+        while True:
+            item = run_sync(_next(agen))
+            if item is _END:
+                return
+            yield cast(T, item)
+    finally:
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            run_sync(aclose())
+
+
+async def iterate_async(agen: AsyncIterator[T]) -> AsyncIterator[T]:
+    """The same from any event loop: every step runs on the I/O loop."""
+    try:
+        while True:
+            item = await run_async(_next(agen))
+            if item is _END:
+                return
+            yield cast(T, item)
+    finally:
+        aclose = getattr(agen, "aclose", None)
+        if aclose is not None:
+            await run_async(aclose())

@@ -11,14 +11,22 @@ from __future__ import annotations
 import copy
 import threading
 from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from . import codec
-from ._sync import run_async, run_sync
+from ._sync import iterate_async, iterate_sync, run_async, run_sync
 from .chain import DeltaConfig, snapshot_due
 from .delta import Delta, apply, diff
-from .errors import BrokenChain, CheckpointNotFound, DuplicateCheckpointId
+from .errors import (
+    BrokenChain,
+    CheckpointNotFound,
+    CheckpointVersionConflict,
+    DuplicateCheckpointId,
+    InvalidState,
+)
 from .model import RESERVED_PREFIX, Checkpoint, CheckpointInfo
+from .retention import PruneReport
 
 Infos = list[CheckpointInfo]  # aliases: inside the classes `list` is the method
 Ids = list[str]
@@ -99,6 +107,37 @@ class AsyncCoreCheckpointer:
     async def adelete(self, thread_id: str) -> None:
         await run_async(self._delete(thread_id))
 
+    # -- history and edits, for the checkpointers that have them -----------------
+    async def _update_state(self, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int:
+        raise NotImplementedError
+
+    def _history(self, thread_id: str) -> AsyncIterator[Checkpoint]:
+        raise NotImplementedError
+
+    async def _remove(self, thread_id: str, checkpoint_ids: Iterable[str], dry_run: bool) -> PruneReport:
+        raise NotImplementedError
+
+    def update_state(self, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int:
+        """Replace a checkpoint's state if it is still at ``expected_version``; returns the new version."""
+        return run_sync(self._update_state(checkpoint_id, state, expected_version))
+
+    async def aupdate_state(self, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int:
+        return await run_async(self._update_state(checkpoint_id, state, expected_version))
+
+    def history(self, thread_id: str) -> Iterator[Checkpoint]:
+        """Every checkpoint of the thread with its full state, oldest first, lazily."""
+        return iterate_sync(self._history(thread_id))
+
+    def ahistory(self, thread_id: str) -> AsyncIterator[Checkpoint]:
+        return iterate_async(self._history(thread_id))
+
+    def remove(self, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False) -> PruneReport:
+        """Remove exactly these checkpoints of the thread; every other one loads as before."""
+        return run_sync(self._remove(thread_id, list(checkpoint_ids), dry_run))
+
+    async def aremove(self, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False) -> PruneReport:
+        return await run_async(self._remove(thread_id, list(checkpoint_ids), dry_run))
+
 
 class MemoryCheckpointer(AsyncCoreCheckpointer):
     """Process-local reference implementation; every value is deep-copied in and out."""
@@ -107,6 +146,7 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
         self._lock = threading.Lock()
         self._threads_map: dict[str, OrderedDict[str, Checkpoint]] = {}
         self._owner: dict[str, str] = {}
+        self._versions: dict[str, int] = {}
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
@@ -139,7 +179,8 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
     async def _list(self, thread_id: str) -> Infos:
         with self._lock:
             chain = list(self._threads_map.get(thread_id, {}).values())
-        return [_info(c, "full", len(codec.dumps(c.state))) for c in chain]
+            versions = [self._versions.get(c.checkpoint_id, 1) for c in chain]
+        return [_info(c, "full", len(codec.dumps(c.state)), version=v) for c, v in zip(chain, versions, strict=True)]
 
     async def _threads(self) -> Ids:
         with self._lock:
@@ -149,9 +190,59 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
         with self._lock:
             for cid in self._threads_map.pop(thread_id, {}):
                 self._owner.pop(cid, None)
+                self._versions.pop(cid, None)
+
+    # -- history and edits (same semantics as ArchiveCheckpointer) -----------------
+    async def _update_state(self, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int:
+        if not isinstance(state, dict):
+            raise InvalidState(f"state must be a dict, got {type(state).__name__}")
+        codec.check_json(state)
+        with self._lock:
+            thread = self._owner.get(checkpoint_id)
+            if thread is None:
+                raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist")
+            version = self._versions.get(checkpoint_id, 1)
+            if version != expected_version:
+                raise CheckpointVersionConflict(
+                    f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; nothing changed"
+                )
+            chain = self._threads_map[thread]
+            chain[checkpoint_id] = chain[checkpoint_id].model_copy(update={"state": copy.deepcopy(state)})
+            self._versions[checkpoint_id] = version + 1
+            return version + 1
+
+    async def _history(self, thread_id: str) -> AsyncIterator[Checkpoint]:
+        with self._lock:
+            ids = list(self._threads_map.get(thread_id, {}))
+        for cid in ids:
+            ckpt = await self._load_by_id(cid)
+            if ckpt is not None:
+                yield ckpt
+
+    async def _remove(self, thread_id: str, checkpoint_ids: Iterable[str], dry_run: bool) -> PruneReport:
+        wanted = set(checkpoint_ids)
+        with self._lock:
+            chain = self._threads_map.get(thread_id, OrderedDict())
+            removed = [cid for cid in chain if cid in wanted]
+            report = PruneReport(
+                thread_id,
+                removed=removed,
+                kept={cid: ["not named"] for cid in chain if cid not in wanted},
+                objects_freed=len(removed),
+                bytes_freed=sum(len(codec.dumps(chain[cid].state)) for cid in removed),
+                dry_run=dry_run,
+            )
+            if not dry_run:
+                for cid in removed:
+                    del chain[cid]
+                    self._owner.pop(cid, None)
+                    self._versions.pop(cid, None)
+            return report
 
 
-def _info(c: Checkpoint, kind: str, stored: int, metadata: dict[str, Any] | None = None) -> CheckpointInfo:
+def _info(
+    c: Checkpoint, kind: str, stored: int, metadata: dict[str, Any] | None = None, *, version: int = 1
+) -> CheckpointInfo:
     return CheckpointInfo(
         thread_id=c.thread_id,
         checkpoint_id=c.checkpoint_id,
@@ -161,6 +252,7 @@ def _info(c: Checkpoint, kind: str, stored: int, metadata: dict[str, Any] | None
         created_at=c.created_at,
         stored_bytes=stored,
         metadata=c.metadata if metadata is None else metadata,
+        version=version,
     )
 
 
@@ -276,6 +368,12 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
 
     async def _threads(self) -> Ids:
         return await self.inner.athreads()
+
+    async def _history(self, thread_id: str) -> AsyncIterator[Checkpoint]:
+        for info in await self.inner.alist(thread_id):  # parents resolve from the cache: no replays
+            ckpt = await self._load_by_id(info.checkpoint_id)
+            if ckpt is not None:
+                yield ckpt
 
     async def _delete(self, thread_id: str) -> None:
         await self.inner.adelete(thread_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -207,7 +208,11 @@ class GCSServer:
     def stop(self) -> None:
         if self._proc is not None:
             self._proc.terminate()
-            self._proc.wait(timeout=10)
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=10)
             self._proc = None
             self._log.close()
 
@@ -261,7 +266,11 @@ class AzuriteServer:
     def stop(self) -> None:
         if self._proc is not None:
             self._proc.terminate()
-            self._proc.wait(timeout=10)
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=10)
             self._proc = None
             self._log.close()
 

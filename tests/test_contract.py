@@ -212,3 +212,61 @@ def test_async_twins(cp: ca.Checkpointer) -> None:
 
 def test_protocol(cp: Any) -> None:
     assert isinstance(cp, ca.Checkpointer)
+
+
+# -- history and edits: memory and archive (DeltaCheckpointer has history only) ----------------
+def _editable(cp: Any) -> None:
+    if isinstance(cp, ca.DeltaCheckpointer):
+        pytest.skip("DeltaCheckpointer has history but no update_state/remove")
+
+
+def test_history_oldest_first_full_states(cp: Any) -> None:
+    saved = chat("hist", 9, cp)
+    fork = ca.Checkpoint.new("hist", {"forked": 1}, step=4, parent_id=saved[3].checkpoint_id)
+    cp.save(fork)
+    history = cp.history("hist")
+    first = next(history)
+    assert first.checkpoint_id == saved[0].checkpoint_id
+    rest = list(history)
+    assert [c.checkpoint_id for c in [first, *rest]] == [c.checkpoint_id for c in [*saved, fork]]
+    assert [c.state for c in [first, *rest]] == [c.state for c in [*saved, fork]]
+    assert list(cp.history("nobody")) == []
+
+    async def collect() -> list[Any]:
+        return [c.step async for c in cp.ahistory("hist")]
+
+    assert asyncio.run(collect()) == [*range(9), 4]
+
+
+def test_update_state_optimistic_versions(cp: Any) -> None:
+    _editable(cp)
+    saved = chat("ed", 7, cp)
+    target = saved[2]
+    assert [i.version for i in cp.list("ed")] == [1] * 7
+    assert cp.update_state(target.checkpoint_id, {"edited": True}, 1) == 2
+    with pytest.raises(ca.CheckpointVersionConflict):
+        cp.update_state(target.checkpoint_id, {"edited": False}, 1)
+    assert cp.load_by_id(target.checkpoint_id).state == {"edited": True}
+    for c in saved:
+        if c is not target:
+            assert cp.load_by_id(c.checkpoint_id).state == c.state  # dependents keep their own state
+    assert [i.version for i in cp.list("ed")] == [1, 1, 2, 1, 1, 1, 1]
+    assert asyncio.run(cp.aupdate_state(target.checkpoint_id, {"edited": 3}, 2)) == 3
+    with pytest.raises(ca.CheckpointNotFound):
+        cp.update_state("missing", {}, 1)
+
+
+def test_remove_named_checkpoints(cp: Any) -> None:
+    _editable(cp)
+    saved = chat("rm", 8, cp)
+    doomed = [saved[1].checkpoint_id, saved[5].checkpoint_id, saved[7].checkpoint_id]
+    dry = cp.remove("rm", doomed, dry_run=True)
+    assert dry.dry_run and dry.removed == doomed and len(cp.list("rm")) == 8
+    report = cp.remove("rm", [*doomed, "unknown"])
+    assert report.removed == doomed and set(report.kept) == {c.checkpoint_id for c in saved} - set(doomed)
+    assert [i.checkpoint_id for i in cp.list("rm")] == [c.checkpoint_id for c in saved if c.checkpoint_id not in doomed]
+    for c in saved:
+        loaded = cp.load_by_id(c.checkpoint_id)
+        assert (loaded is None) if c.checkpoint_id in doomed else (loaded is not None and loaded.state == c.state)
+    assert cp.load("rm").checkpoint_id == saved[6].checkpoint_id
+    assert asyncio.run(cp.aremove("rm", [saved[0].checkpoint_id])).removed == [saved[0].checkpoint_id]

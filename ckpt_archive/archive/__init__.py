@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import fsspec
 
-from .checkpointer import ArchiveCheckpointer
+from .checkpointer import DEFAULT_GC_GRACE, ArchiveCheckpointer
 from .crypto import Encryption
 from .store import ObjectStore
 from .verify import Problem, RestoredState, VerifyReport
@@ -28,9 +29,20 @@ def open_archive(
     full_snapshot_interval: int = 10,
     *,
     single_writer: bool = False,
+    gc_grace: timedelta = DEFAULT_GC_GRACE,
     encryption: Encryption | None = None,
 ) -> ArchiveCheckpointer:
-    """Open (or create) an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://."""
+    """Open (or create) an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://.
+
+    ``gc_grace``: how long objects stay after a prune removed them (readers holding an
+    older manifest keep working), and how old leftovers must be before ``gc`` deletes them.
+    """
     fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
     store = ObjectStore(fs, root, single_writer=single_writer)
-    return ArchiveCheckpointer(store, full_snapshot_interval=full_snapshot_interval, url=url, encryption=encryption)
+    return ArchiveCheckpointer(
+        store,
+        full_snapshot_interval=full_snapshot_interval,
+        url=url,
+        gc_grace=gc_grace,
+        encryption=encryption,
+    )

@@ -16,9 +16,10 @@ Save protocol (docs/FORMAT.md has the normative version):
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections import OrderedDict
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from .. import codec
@@ -39,15 +40,30 @@ from ..errors import (
 from ..model import Checkpoint, CheckpointInfo
 from . import crypto, layout, pages
 from .crypto import Encryption
+from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, check_state, decode_snapshot, encode_segment, encode_snapshot, verify
+from .parts import read_folded, seal_parts
 from .schema import check_hint, id_entry_thread
 from .store import ObjectStore
 from .verify import IntegrityMixin
 
+DEFAULT_GC_GRACE = timedelta(hours=1)
 
-class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
-    """Checkpoints of many threads under one root of any fsspec filesystem."""
+
+def state_key(rec: Record) -> str:
+    """Cache key of a record's state: an edit bumps the version, so a stale state is never reused."""
+    return f"{rec['id']}@{rec.get('version', 1)}"
+
+
+class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointer):
+    """Checkpoints of many threads under one root of any fsspec filesystem.
+
+    ``gc_grace`` is how long an object stays on storage after it stopped being
+    referenced (and how old an unreferenced object must be before ``gc`` treats
+    it as an orphan). A cached manifest older than half of it is re-read, so no
+    instance ever acts on a manifest that ``gc`` may have cut the log under.
+    """
 
     def __init__(
         self,
@@ -56,10 +72,16 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         full_snapshot_interval: int = 10,
         url: str | None = None,
         state_cache: int = 32,
+        gc_grace: timedelta = DEFAULT_GC_GRACE,
         encryption: Encryption | None = None,
     ) -> None:
         if full_snapshot_interval < 1:
             raise ValueError("full_snapshot_interval must be >= 1")
+        if gc_grace < timedelta(0):
+            raise ValueError("gc_grace must not be negative")
+        self.gc_grace = gc_grace
+        self._read_at: dict[str, float] = {}
+        self._hint_heads: dict[str, str] = {}
         self.store = store
         self.url = url or store.root
         self.full_snapshot_interval = full_snapshot_interval
@@ -69,7 +91,6 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         self._state_cache = state_cache
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
-        self._known_seq: dict[str, int] = {}  # thread -> commit seq a hint-only load returned
         self.encryption = encryption
         self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
 
@@ -124,7 +145,10 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
 
     async def _manifest(self, thread_id: str, *, hint: dict[str, Any] | None = None) -> Manifest:
         """The thread's manifest, up to date with every commit made so far."""
+        self._hint_heads.pop(thread_id, None)  # the caller now sees the newest head
         cached = self._manifests.get(thread_id)
+        if cached is not None and not self._fresh(thread_id):
+            cached = None  # too old to trust: gc may have removed log entries after it
         if cached is not None:
             m = await self._fold_forward(cached)
         else:
@@ -132,7 +156,13 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                 hint = await self._read_hint(thread_id)
             m = await self._rebuild(thread_id, hint)
         self._manifests[thread_id] = m
+        self._read_at[thread_id] = time.monotonic()
         return m
+
+    def _fresh(self, thread_id: str) -> bool:
+        """Was the cached manifest read (or written) within half the gc grace period?"""
+        ttl = max(self.gc_grace.total_seconds() / 2, 1.0)
+        return time.monotonic() - self._read_at.get(thread_id, 0.0) <= ttl
 
     async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None) -> Manifest:
         if hint is not None:
@@ -154,8 +184,11 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                 return await self._rebuild(thread_id, None) if hint is not None else Manifest(thread_id)
             key = layout.manifest_key(thread_id, base_seq)
             try:
-                what = f"manifest {base_seq}"
-                m = Manifest.from_folded(data, what, thread_id=thread_id, key=key, seq=base_seq)
+                m = await read_folded(self.store, thread_id, data, f"manifest {base_seq}", key=key, seq=base_seq)
+            except MissingObject:  # a part of an older fold already collected: use the newest fold
+                if hint is None:
+                    raise
+                return await self._rebuild(thread_id, None)
             except CorruptManifest as exc:
                 m, base_seq = await self._replay_to(thread_id, base_seq, exc)
         else:
@@ -191,14 +224,14 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                     first = datas.pop(0)
                     assert first is not None
                     what = f"manifest {base}"
-                    m = Manifest.from_folded(first, what, thread_id=thread_id, key=keys[0], seq=base)
+                    m = await read_folded(self.store, thread_id, first, what, key=keys[0], seq=base)
                 else:
                     m = Manifest(thread_id)
                 for s, data in zip(range(base + 1, seq + 1), datas, strict=True):
                     assert data is not None
                     key = layout.log_key(thread_id, s)
                     m.apply_entry(unseal(data, f"commit {s}", thread_id=thread_id, key=key))
-            except CorruptManifest:
+            except (CorruptManifest, MissingObject):
                 continue
             return m, base or None
         raise error
@@ -207,7 +240,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
     async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
-            cached = self._states.get(chain[i]["id"])
+            cached = self._states.get(state_key(chain[i]))
             if cached is not None:
                 start, state = i + 1, cached
                 break
@@ -231,7 +264,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
             if ref["type"] == "segment":
-                ops = readers[ref["key"]].ops(cid, ref["row_group"])
+                ops = readers[ref["key"]].ops(ref.get("origin", cid), ref["row_group"])
             elif ref["type"] == "inline":
                 ops = inline.get(cid, [])
             else:
@@ -240,7 +273,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
         self._check_state(state, chain[-1], thread_id)
-        self._remember(chain[-1]["id"], state)
+        self._remember(state_key(chain[-1]), state)
         return state
 
     # -- payload decoding (encryption at rest, when configured) -------------------
@@ -249,8 +282,9 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
     ) -> dict[str, Any]:
         """State of a snapshot record: decrypted (when encrypted), its pages fetched and joined."""
         cid = rec["id"]
+        origin = rec["ref"].get("origin", cid)  # a copied snapshot names the checkpoint it was taken of
         data = crypto.open_snapshot(self.encryption, rec, self._archive_id, thread_id, data)
-        state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=cid, key=rec["ref"]["key"])
+        state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=origin, key=rec["ref"]["key"])
         if not table:
             return state
         refs = {p["digest"]: p for p in rec["ref"].get("pages", [])}
@@ -309,7 +343,8 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         )
 
     async def _state_of(self, m: Manifest, checkpoint_id: str) -> dict[str, Any]:
-        cached = self._states.get(checkpoint_id)
+        rec = m.records.get(checkpoint_id)
+        cached = self._states.get(state_key(rec)) if rec is not None else None
         if cached is not None:
             return cached
         return await self._materialize(m.thread_id, m.chain(checkpoint_id), m.inline)
@@ -327,15 +362,12 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                     self._materialize(thread_id, chain, inline),
                 )
                 if probe is None:
-                    # no manifest is cached on this path: remember what this writer now knows, so
-                    # that a save built on this load detects anyone who commits in between
-                    self._known_seq[thread_id] = int(hint["seq"])
+                    self._hint_heads[thread_id] = chain[-1]["id"]  # the head this writer last read
                     return self._checkpoint(thread_id, chain[-1], state)
             m = await self._manifest(thread_id, hint=hint)
         else:
             await self._check_root()
             m = await self._manifest(thread_id)
-        self._known_seq.pop(thread_id, None)  # the cached manifest is now what this writer knows
         if m.head is None:
             return None
         rec = m.records[m.head]
@@ -378,10 +410,9 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         await self.store.delete([layout.id_key(cid) for cid in m.records])
         await self.store.delete_prefix(layout.thread_dir(thread_id))
         self._manifests.pop(thread_id, None)
-        self._known_seq.pop(thread_id, None)
         self._folded_seq.pop(thread_id, None)
-        for cid in m.records:
-            self._states.pop(cid, None)
+        for rec in m.records.values():
+            self._states.pop(state_key(rec), None)
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
@@ -392,13 +423,15 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         async with self._lock(thread_id):
             # The writer's cached view is its "known head": no read before the commit, whose
             # put-if-absent detects anyone who committed since.
+            seen = self._hint_heads.pop(thread_id, None)
             m = self._manifests.get(thread_id) or await self._manifest(thread_id)
             explicit = checkpoint.parent_id is not None
-            known = self._known_seq.pop(thread_id, None)
-            if known is not None and m.seq != known and not explicit:
+            if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
+                seen, m = m.head, await self._manifest(thread_id)
+            if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
                 raise CheckpointConflict(
-                    f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
-                    "writer loaded it; reload and save again, or pass parent_id to fork"
+                    f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
+                    f"(head {seen!r}); reload and save again, or pass parent_id to fork"
                 )
             if explicit and checkpoint.parent_id not in m.records:
                 m = await self._manifest(thread_id)
@@ -418,7 +451,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                 if await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
                     break
                 m = await self._manifest(thread_id)
-                if not explicit:
+                if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
                     raise CheckpointConflict(
                         f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
                         "writer last read it; reload and save again, or pass parent_id to fork"
@@ -426,7 +459,8 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
             new = m.copy()
             new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
-            self._remember(cid, state)
+            self._read_at[thread_id] = time.monotonic()
+            self._remember(f"{cid}@1", state)
             await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
         return cid
 
@@ -453,11 +487,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
             "version": 1,
         }
         enc = self.encryption
-        if enc is None:
-            record["state_sha256"] = codec.sha256(raw)
-        else:  # a keyed digest: a plain one would let anyone confirm a guessed state
-            record["enc"] = {"alg": crypto.ALG, "key_id": enc.active_key_id}
-            record["state_mac"] = enc.mac(enc.active_key_id, raw)
+        record.update(self.state_digest(raw))
         writes: list[Any] = []
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
@@ -465,8 +495,7 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
             new_pages: list[tuple[str, bytes]] = []
             page_refs: list[dict[str, Any]] = []
             if enc is not None:  # no shared pages: their names would be digests of plaintext
-                data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, state)
-                data = enc.seal(data, crypto.aad(self._archive_id, m.thread_id, ckpt.checkpoint_id, "snapshot"))
+                data = self.seal_snapshot(m.thread_id, ckpt.checkpoint_id, state)
             else:
                 known = self._known_pages(m, parent_id)
                 page_key = lambda d: layout.page_key(m.thread_id, d)  # noqa: E731
@@ -497,6 +526,23 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
         return actions, writes, state
+
+    def state_digest(self, raw_state: bytes) -> dict[str, Any]:
+        """Record fields proving a state: ``state_sha256``, or with encryption ``enc`` + keyed ``state_mac``
+        (a plain digest would let anyone confirm a guessed state)."""
+        enc = self.encryption
+        if enc is None:
+            return {"state_sha256": codec.sha256(raw_state)}
+        return {
+            "enc": {"alg": crypto.ALG, "key_id": enc.active_key_id},
+            "state_mac": enc.mac(enc.active_key_id, raw_state),
+        }
+
+    def seal_snapshot(self, thread_id: str, checkpoint_id: str, state: dict[str, Any]) -> bytes:
+        """An encrypted (unpaged) snapshot object; needs ``encryption``."""
+        assert self.encryption is not None
+        data = encode_snapshot(thread_id, checkpoint_id, state)
+        return self.encryption.seal(data, crypto.aad(self._archive_id, thread_id, checkpoint_id, "snapshot"))
 
     @staticmethod
     def _known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
@@ -529,11 +575,9 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
         doc = seal({"type": "id", "thread_id": thread_id, "checkpoint_id": checkpoint_id})
         if await self.store.put_if_absent(key, doc):
             return
-        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}")
+        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}", key=key)
         owner = existing.get("thread_id")
-        if not isinstance(owner, str):
-            raise CorruptManifest("id entry names no thread", checkpoint_id=checkpoint_id, key=key)
-        if owner != thread_id:
+        if isinstance(owner, str) and owner != thread_id:
             other = await self._manifest(owner)
             if checkpoint_id in other.records:
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
@@ -541,12 +585,23 @@ class ArchiveCheckpointer(IntegrityMixin, AsyncCoreCheckpointer):
 
     async def _publish(self, m: Manifest, *, compacted: bool) -> None:
         """After a commit: rewrite the hint; after a compaction also fold the manifest."""
+        # The commit already landed: a failed hint, part or fold only costs readers a few more
+        # reads (they probe past the hint and rebuild from the log), so none of it is an error.
         tasks = [self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id)))]
-        if compacted:
-            tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
+        if compacted:  # sealed parts first: the fold that names them must never exist without them
+            before = (list(m.parts), set(m.sealed), set(m.dirty))
+            written = await asyncio.gather(
+                *(self.store.put(key, data) for key, data in seal_parts(m)), return_exceptions=True
+            )
+            failed = [r for r in written if isinstance(r, BaseException)]
+            if failed:
+                m.parts, m.sealed, m.dirty = before  # no fold may name a part that was not written
+                compacted = False
+                if not all(isinstance(r, Exception) for r in failed):
+                    raise next(r for r in failed if not isinstance(r, Exception))
+            else:
+                tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
         results = await asyncio.gather(*tasks, return_exceptions=True)
-        # The commit already landed: a failed hint or folded manifest only costs readers a few
-        # more reads (they probe past the hint and rebuild from the log), so it is not an error.
         if compacted and not isinstance(results[-1], BaseException):
             self._folded_seq[m.thread_id] = m.seq
         for result in results:

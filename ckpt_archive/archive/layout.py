@@ -8,6 +8,7 @@ Layout under the archive root (see docs/FORMAT.md)::
     thread_id=<enc>/_log/<seq:020d>.json            commit entries, created put-if-absent
     thread_id=<enc>/_log/<seq:020d>.manifest.json.zst  folded manifest as of seq
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.json.zst
+    thread_id=<enc>/snapshots/<step:012d>-<enc id>.<token>.json.zst  re-based/edited/copied snapshot
     thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   one row group per checkpoint
     thread_id=<enc>/pages/<sha256>.json.zst         shared pages of long lists in snapshots
 
@@ -73,3 +74,8 @@ def segment_key(thread_id: str, first_step: int, token: str) -> str:
 
 def id_key(checkpoint_id: str) -> str:
     return f"_ids/{encode_id(checkpoint_id, 'checkpoint_id')}.json"
+
+
+def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str, token: str) -> str:
+    """A snapshot written after the fact (re-base, edit, copy): a fresh key, never an overwrite."""
+    return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"

@@ -4,8 +4,12 @@ Pure data and logic, no I/O. Documents written here:
 
 * commit entry ``_log/<seq>.json`` -- ``{"format_version", "type": "commit", "thread_id",
   "seq", "committed_at", "actions": [...], "digest"}``; actions are ``add``
-  (a record, plus its ``ops`` while the delta lives inline) and ``compact``
-  (inline deltas moved to a Parquet segment);
+  (a record, plus its ``ops`` while the delta lives inline), ``compact``
+  (inline deltas moved to a Parquet segment), and the maintenance actions
+  ``remove`` (records leave the manifest), ``rebase``/``update`` (fields of a
+  record replaced, e.g. a new full snapshot), ``tombstone`` (objects no record
+  needs any more, with the time they became unreferenced) and ``purge``
+  (tombstones whose objects ``gc`` deleted);
 * folded manifest ``_log/<seq>.manifest.json.zst`` -- every record as of ``seq``;
 * head hint ``_head.json`` -- the latest seq the writer knew and the chain from
   the head back to its snapshot, so loading the latest needs no other manifest read.
@@ -24,10 +28,11 @@ from typing import Any
 from .. import codec
 from ..delta import Delta
 from ..errors import BrokenChain, CorruptManifest, IntegrityError, UnsupportedFormatVersion
-from .schema import check_commit, check_folded
+from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
-KNOWN_ACTIONS = frozenset({"add", "compact"})
+KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "rebase", "update", "tombstone", "purge"})
+UPDATABLE = frozenset({"kind", "depth", "ref", "bytes", "version", "metadata", "state_sha256", "state_mac", "enc"})
 
 
 def seal(doc: dict[str, Any]) -> bytes:
@@ -73,9 +78,28 @@ class Manifest:
     records: OrderedDict[str, Record] = field(default_factory=OrderedDict)
     inline: dict[str, Delta] = field(default_factory=dict)
     head: str | None = None
+    tombstones: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # sealed parts (see parts.py): part refs, ids stored in them, sealed ids changed since
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    sealed: set[str] = field(default_factory=set)
+    dirty: set[str] = field(default_factory=set)
 
     def copy(self) -> Manifest:
-        return Manifest(self.thread_id, self.seq, OrderedDict(self.records), dict(self.inline), self.head)
+        return Manifest(
+            self.thread_id,
+            self.seq,
+            OrderedDict(self.records),
+            dict(self.inline),
+            self.head,
+            dict(self.tombstones),
+            list(self.parts),
+            set(self.sealed),
+            set(self.dirty),
+        )
+
+    def _touch(self, checkpoint_id: str) -> None:
+        if checkpoint_id in self.sealed:
+            self.dirty.add(checkpoint_id)
 
     # -- folding ---------------------------------------------------------------
     def apply_entry(self, doc: dict[str, Any]) -> None:
@@ -95,7 +119,9 @@ class Manifest:
                 raise UnsupportedFormatVersion(
                     f"commit {doc['seq']} of thread {self.thread_id!r} has unknown action {kind!r}"
                 )
-            if kind == "add":
+            if kind in ("remove", "rebase", "update", "tombstone", "purge"):
+                self._apply_maintenance(kind, action)
+            elif kind == "add":
                 record = action["record"]
                 self.records[record["id"]] = record
                 self.records.move_to_end(record["id"])
@@ -110,12 +136,50 @@ class Manifest:
                     ref = {"type": "segment", "key": action["key"], "sha256": action["sha256"]}
                     ref.update(size=action["size"], row_group=group["row_group"])
                     self.records[cid] = {**rec, "ref": ref, "bytes": group["bytes"]}
+                    self._touch(cid)
                     self.inline.pop(cid, None)
                 for cid in action.get("empty", []):
                     if cid in self.records:
                         self.records[cid] = {**self.records[cid], "ref": {"type": "empty"}}
+                        self._touch(cid)
                     self.inline.pop(cid, None)
         self.seq = doc["seq"]
+
+    def _apply_maintenance(self, kind: str, action: dict[str, Any]) -> None:
+        if kind == "remove":
+            for cid in action["ids"]:
+                self.records.pop(cid, None)
+                self.inline.pop(cid, None)
+                self._touch(cid)
+            if self.head not in self.records:
+                self.head = next(reversed(self.records)) if self.records else None
+        elif kind in ("rebase", "update"):
+            rec = self.records.get(action["id"])
+            if rec is None:
+                return
+            changes = {k: v for k, v in action["set"].items() if k in UPDATABLE}
+            self.records[action["id"]] = {**rec, **changes}
+            self._touch(action["id"])
+            if "ref" in changes and changes["ref"]["type"] != "inline":
+                self.inline.pop(action["id"], None)
+            if "ops" in action:
+                self.inline[action["id"]] = action["ops"]
+        elif kind == "tombstone":
+            for key, size in action["objects"].items():
+                self.tombstones.setdefault(key, {"at": action["at"], "size": size})
+        else:
+            for key in action["keys"]:
+                self.tombstones.pop(key, None)
+
+    def referenced_keys(self) -> dict[str, int]:
+        """Payload objects the records need: key -> size (snapshots, their shared pages, segments).
+
+        Page refs carry no size: they count 0 here (gc reports their real size).
+        """
+        out: dict[str, int] = {}
+        for rec in self.records.values():
+            out.update(ref_keys(rec))
+        return out
 
     # -- documents -------------------------------------------------------------
     def commit_entry(self, actions: list[dict[str, Any]]) -> bytes:
@@ -130,14 +194,20 @@ class Manifest:
         )
 
     def folded(self) -> bytes:
+        """The folded manifest: part refs, then the records no part holds (or that changed since)."""
+        tail = [r for cid, r in self.records.items() if cid not in self.sealed or cid in self.dirty]
         doc = {
             "type": "manifest",
             "thread_id": self.thread_id,
             "seq": self.seq,
             "head": self.head,
-            "records": list(self.records.values()),
+            "records": tail,
             "inline": self.inline,
+            "tombstones": self.tombstones,
         }
+        if self.parts:
+            doc["parts"] = self.parts
+            doc["removed"] = sorted(cid for cid in self.dirty if cid not in self.records)
         return codec.compress(seal(doc))
 
     @classmethod
@@ -145,22 +215,50 @@ class Manifest:
         cls,
         data: bytes,
         what: str,
+        parts: list[list[Record]] | None = None,
         *,
         thread_id: str | None = None,
         key: str | None = None,
         seq: int | None = None,
     ) -> Manifest:
+        """Parse a folded manifest; ``parts`` are the records of its sealed parts, in order."""
         doc = unseal(data, what, compressed=True, thread_id=thread_id, key=key)
         if doc.get("type") != "manifest" or (seq is not None and doc.get("seq") != seq):
             msg = f"{what} is not the folded manifest of seq {seq}"
             raise CorruptManifest(msg, thread_id=thread_id, key=key)
-        check_folded(doc, str(doc.get("thread_id")) if thread_id is None else thread_id, key)
+        tid = str(doc.get("thread_id")) if thread_id is None else thread_id
+        check_folded(doc, tid, key)
+        for part in parts or []:
+            for rec in part:
+                check_record(rec, tid, key)
         m = cls(doc["thread_id"], doc["seq"])
-        for rec in doc["records"]:
+        m.parts = list(doc.get("parts", []))
+        if len(parts or []) != len(m.parts):
+            raise CorruptManifest(f"{what} names {len(m.parts)} sealed parts, {len(parts or [])} were read")
+        removed = set(doc.get("removed", []))
+        for part in parts or []:
+            for rec in part:
+                m.sealed.add(rec["id"])
+                if rec["id"] not in removed:
+                    m.records[rec["id"]] = rec
+        for rec in doc["records"]:  # overrides keep their place; new records append
             m.records[rec["id"]] = rec
+            m._touch(rec["id"])
+        m.dirty |= removed & m.sealed
         m.inline = dict(doc.get("inline", {}))
         m.head = doc.get("head")
+        m.tombstones = dict(doc.get("tombstones", {}))
         return m
+
+    @staticmethod
+    def part_refs(
+        data: bytes, what: str, *, thread_id: str | None = None, key: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The sealed parts a folded manifest needs (read them before ``from_folded``)."""
+        parts = unseal(data, what, compressed=True, thread_id=thread_id, key=key).get("parts", [])
+        if not isinstance(parts, list):
+            raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
+        return parts
 
     def hint(self, manifest_seq: int | None) -> bytes:
         chain = self.chain(self.head) if self.head else []
@@ -214,3 +312,13 @@ def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
             inline[rec["id"]] = ops
         chain.append(rec)
     return chain, inline
+
+
+def ref_keys(rec: Record) -> dict[str, int]:
+    """The objects one record needs: key -> size (0 where the ref records none)."""
+    ref = rec["ref"]
+    if ref["type"] not in ("snapshot", "segment"):
+        return {}
+    out = {page["key"]: 0 for page in ref.get("pages", ())}
+    out[ref["key"]] = int(ref.get("size", 0))
+    return out

@@ -106,8 +106,43 @@ def check_commit(doc: dict[str, Any], thread_id: str, key: str | None = None) ->
                     _need(isinstance(group, dict) and _int(group.get("row_group")), "row group")
                     _need(_int(group.get("bytes", 0)), "row group bytes")
                 _need(isinstance(action.get("empty", []), list), "empty")
+            else:
+                _maintenance(action, thread_id)
     except _Bad as exc:
         raise CorruptManifest(f"malformed commit entry: {exc}", thread_id=thread_id, key=key) from None
+
+
+def _strs(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _thread_object(key: Any, thread_id: str) -> None:
+    """A key maintenance may delete: inside the thread's folder, or the thread's ``_ids/`` entries."""
+    _need(isinstance(key, str), "object key is not a string")
+    prefix = layout.thread_dir(thread_id) + "/"
+    _need(key.startswith((prefix, "_ids/")), f"object key {key!r} is outside the thread")
+    segments = key.split("/")
+    _need(all(seg not in ("", ".", "..") for seg in segments) and "\x00" not in key, f"bad object key {key!r}")
+
+
+def _maintenance(action: dict[str, Any], thread_id: str) -> None:
+    kind = action.get("action")
+    if kind == "remove":
+        _need(_strs(action.get("ids")), "remove ids")
+    elif kind in ("rebase", "update"):
+        _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), f"{kind} action")
+        if "ref" in action["set"]:
+            _ref(action["set"]["ref"], thread_id)
+        _need(isinstance(action.get("ops", []), list), f"{kind} ops")
+    elif kind == "tombstone":
+        objects = action.get("objects")
+        _need(isinstance(action.get("at"), str) and isinstance(objects, dict), "tombstone action")
+        assert isinstance(objects, dict)
+        for key, size in objects.items():
+            _thread_object(key, thread_id)
+            _need(_int(size), "tombstone size")
+    elif kind == "purge":
+        _need(_strs(action.get("keys")), "purge keys")
 
 
 def check_folded(doc: dict[str, Any], thread_id: str, key: str | None = None) -> None:

@@ -303,6 +303,15 @@ class ObjectStore:
             return False
         return True
 
+    async def copy(self, src: str, dst: str) -> None:
+        """Copy ``src`` to ``dst`` on the server where the filesystem can (S3 CopyObject, GCS rewrite...)."""
+        if self.kind == "object":
+            await self.fs._cp_file(self.path(src), self.path(dst))
+        elif self.kind == "local":
+            await self._blocking(_copy_local, self.path(src), self.path(dst))
+        else:
+            await self._blocking(self.fs.cp_file, self.path(src), self.path(dst))
+
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete keys; missing ones are ignored."""
         await self._retry(lambda: self._delete(keys))
@@ -354,6 +363,10 @@ def _mtime(info: dict[str, Any]) -> datetime | None:
 def _read_local(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+def _copy_local(src: str, dst: str) -> None:
+    _write_local(dst, _read_local(src), False)
 
 
 def _write_local(path: str, data: bytes, exclusive: bool) -> None:

@@ -30,6 +30,7 @@ from ..errors import (
 from . import layout
 from .manifest import Manifest, unseal
 from .objects import SegmentReader, verify
+from .parts import read_folded
 from .schema import id_entry_thread
 
 if TYPE_CHECKING:
@@ -199,8 +200,15 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
     referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
     referenced |= {p["key"] for r in m.records.values() for p in r["ref"].get("pages", [])}
     report.objects += len(referenced)
+    awaiting_gc = set(m.tombstones)  # unreferenced on purpose: gc deletes them after the grace period
     report.orphans += sorted(
-        k for k in found if k not in referenced and "/_log/" not in k and k != layout.head_key(thread_id)
+        k
+        for k in found
+        if k not in referenced
+        and k not in awaiting_gc
+        and "/_log/" not in k
+        and "/_parts/" not in k
+        and k != layout.head_key(thread_id)
     )
     await _verify_states(cp, m, report)
     await _verify_ids(cp, m, report)
@@ -227,7 +235,7 @@ async def _fold_log(
         try:
             if data is None:
                 raise MissingObject("folded manifest vanished while verifying", thread_id=thread_id, key=key)
-            good_folds[s] = Manifest.from_folded(data, f"manifest {s}", thread_id=thread_id, key=key, seq=s)
+            good_folds[s] = await read_folded(cp.store, thread_id, data, f"manifest {s}", key=key, seq=s)
         except CheckpointError as exc:
             report.problems.append(Problem.of(exc, thread_id))
     m: Manifest | None = Manifest(thread_id)
@@ -269,7 +277,7 @@ async def _fold_log(
 
 
 def _records(m: Manifest) -> Any:
-    return codec.dumps([m.head, list(m.records.values())])
+    return codec.dumps([m.head, dict(m.records)])
 
 
 async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport) -> None:
@@ -370,27 +378,27 @@ async def _verify_ids(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport
 class IntegrityMixin:
     """The integrity API of ``ArchiveCheckpointer`` (sync facade + async twins)."""
 
-    def _cp(self) -> ArchiveCheckpointer:
+    def _arch(self) -> ArchiveCheckpointer:
         return cast("ArchiveCheckpointer", self)
 
     async def _validate(self, checkpoint_id: str) -> dict[str, Any]:
-        await self._cp()._check_root()
-        m, _ = await locate(self._cp(), checkpoint_id)
-        state, _ = await rebuild(self._cp(), m, checkpoint_id, strict=True)
+        await self._arch()._check_root()
+        m, _ = await locate(self._arch(), checkpoint_id)
+        state, _ = await rebuild(self._arch(), m, checkpoint_id, strict=True)
         return state
 
     async def _restore(self, checkpoint_id: str) -> RestoredState:
-        await self._cp()._check_root()
-        m, thread_id = await locate(self._cp(), checkpoint_id)
-        state, notes = await rebuild(self._cp(), m, checkpoint_id, strict=False)
+        await self._arch()._check_root()
+        m, thread_id = await locate(self._arch(), checkpoint_id)
+        state, notes = await rebuild(self._arch(), m, checkpoint_id, strict=False)
         return RestoredState(thread_id, checkpoint_id, state, tuple(notes))
 
     def verify(self, thread_id: str | None = None) -> VerifyReport:
         """Check every object of the archive (or one thread); reports *every* problem, raises none."""
-        return run_sync(verify_archive(self._cp(), thread_id))
+        return run_sync(verify_archive(self._arch(), thread_id))
 
     async def averify(self, thread_id: str | None = None) -> VerifyReport:
-        return await run_async(verify_archive(self._cp(), thread_id))
+        return await run_async(verify_archive(self._arch(), thread_id))
 
     def validate_integrity(self, checkpoint_id: str) -> None:
         """Prove one checkpoint: every object of its chain re-read, digest-checked, and its state rebuilt

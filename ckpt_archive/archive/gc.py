@@ -1,0 +1,212 @@
+"""Garbage collection: the second phase of every deletion, plus leftovers of crashes.
+
+``gc`` lists the archive once and deletes, for every thread it can read:
+
+* tombstoned objects (recorded by prune/remove/edit) whose tombstone is older
+  than the grace period, then commits a ``purge`` so the manifest forgets them;
+* orphans: snapshots/segments no record references and no tombstone names
+  (payloads of saves that lost a race or crashed), once their mtime is older
+  than the grace period;
+* manifest objects a newer folded manifest supersedes: commit entries up to
+  the newest folded manifest, older folded manifests and sealed parts no
+  current fold names (again only when older than the grace period, see
+  docs/FORMAT.md for why that is safe);
+* ``.tmp-*`` files of interrupted local writes, ``_ids/`` entries of
+  checkpoints no manifest has, and S3 multipart uploads started before the
+  grace period.
+
+Anything gc cannot account for (an unreadable manifest, an unknown file) is
+left alone and reported; gc never deletes an object a current manifest
+references.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from ..errors import CheckpointError
+from ..retention import GcReport
+from . import layout
+from .maintenance import Plan, commit_maintenance
+from .manifest import Manifest
+
+if TYPE_CHECKING:
+    from .checkpointer import ArchiveCheckpointer
+
+_FOLDED = ".manifest.json.zst"
+
+
+def _old(info: dict[str, Any], cutoff: datetime) -> bool:
+    mtime = info.get("mtime")
+    return mtime is not None and mtime <= cutoff
+
+
+def _superseded(names: dict[str, dict[str, Any]], keep_from: int) -> list[str]:
+    """Log objects before ``keep_from`` (the oldest folded manifest still in use)."""
+    out = []
+    for key in names:
+        base = posixpath.basename(key)
+        if not base[:20].isdigit():
+            continue
+        seq = int(base[:20])
+        if (base.endswith(_FOLDED) and seq < keep_from) or (base == f"{seq:020d}.json" and seq <= keep_from):
+            out.append(key)
+    return out
+
+
+async def _thread_gc(
+    cp: ArchiveCheckpointer,
+    thread_id: str,
+    objects: dict[str, dict[str, Any]],
+    cutoff: datetime,
+    report: GcReport,
+    protected_ids: set[str],
+    live_ids: set[str],
+    forget: set[str],
+) -> list[str]:
+    """Collect one thread; returns the keys to delete (and updates the report)."""
+    cp._manifests.pop(thread_id, None)  # read the log afresh
+    m = await cp._manifest(thread_id)
+    refs = m.referenced_keys()
+    live_ids.update(layout.id_key(cid) for cid in m.records)
+    doomed: list[str] = []
+    for key, tomb in m.tombstones.items():
+        at = datetime.fromisoformat(tomb["at"])
+        mtime = objects.get(key, {}).get("mtime")
+        if key in refs or (mtime is not None and mtime > at):
+            # needed again, or rewritten since (a shared page with the same content): not a tombstone
+            # any more; if nothing references it, the orphan rule collects it after the grace period
+            forget.add(key)
+            continue
+        if at <= cutoff:
+            if key.startswith("_ids/"):
+                report.id_entries += key in objects
+            elif key in objects:
+                report.bytes_freed += objects[key]["size"]
+                report.tombstones_purged += 1
+            doomed.append(key)
+        else:
+            report.pending += 1
+            if key.startswith("_ids/"):
+                protected_ids.add(key)
+    prefix = layout.thread_dir(thread_id) + "/"
+    mine = {k: v for k, v in objects.items() if k.startswith(prefix)}
+    logs = {k: v for k, v in mine.items() if k[len(prefix) :].startswith("_log/")}
+    folded = [int(posixpath.basename(k)[:20]) for k in logs if k.endswith(_FOLDED)]
+    hint = await cp._read_hint(thread_id)
+    in_use = [s for s in folded if s <= m.seq]
+    keep_from = min(
+        [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
+    )
+    for key in _superseded(logs, keep_from):
+        if _old(logs[key], cutoff):
+            doomed.append(key)
+            report.manifests += 1
+            report.bytes_freed += logs[key]["size"]
+    parts = {p["key"] for p in m.parts}
+    for key in logs:  # every fold that stays names parts that must stay too
+        if key.endswith(_FOLDED) and int(posixpath.basename(key)[:20]) >= keep_from:
+            data = await cp.store.get_or_none(key)
+            if data is not None:
+                parts.update(p["key"] for p in Manifest.part_refs(data, f"folded manifest {key!r}"))
+    for key, info in mine.items():
+        rel, base = key[len(prefix) :], posixpath.basename(key)
+        if key in refs or key in m.tombstones or key in parts or not _old(info, cutoff):
+            continue
+        if base.startswith(".tmp-"):
+            report.temp_files += 1
+        elif rel.startswith("_parts/"):  # sealed parts of a superseded fold
+            report.manifests += 1
+        elif rel.startswith(("snapshots/", "deltas/", "pages/")):
+            report.orphans += 1
+        else:
+            continue
+        doomed.append(key)
+        report.bytes_freed += info["size"]
+    return doomed
+
+
+async def _purge(cp: ArchiveCheckpointer, thread_id: str, keys: set[str]) -> None:
+    async def plan(m: Manifest) -> Plan[None]:
+        gone = sorted(k for k in keys if k in m.tombstones)
+        return ([{"action": "purge", "keys": gone}] if gone else []), [], None
+
+    await commit_maintenance(cp, thread_id, plan)
+
+
+async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: GcReport) -> None:
+    fs = cp.store.fs
+    if cp.store.kind != "object" or not hasattr(fs, "_call_s3"):
+        return
+    bucket, _, prefix = cp.store.root.partition("/")
+    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": f"{prefix}/" if prefix else ""}
+    while True:
+        page = await fs._call_s3("list_multipart_uploads", **kwargs)
+        for upload in page.get("Uploads", []):
+            initiated = upload.get("Initiated")
+            if isinstance(initiated, datetime) and initiated.astimezone(UTC) <= cutoff:
+                await fs._call_s3(
+                    "abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                )
+                report.multipart_aborted += 1
+        if not page.get("IsTruncated"):
+            return
+        kwargs.update(KeyMarker=page.get("NextKeyMarker"), UploadIdMarker=page.get("NextUploadIdMarker"))
+
+
+async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcReport:
+    """Delete what no manifest needs and the grace period no longer protects; see the module doc."""
+    grace = cp.gc_grace if grace is None else grace
+    if grace < timedelta(0):
+        raise ValueError("grace must not be negative")
+    await cp._check_root()
+    cutoff = datetime.now(UTC) - grace
+    report = GcReport()
+    objects = await cp.store.find("")
+    threads = await cp._threads()
+    dirs = {layout.thread_dir(t) for t in threads}
+    unknown_dirs = {k.split("/", 1)[0] for k in objects if k.startswith(layout.THREAD_PREFIX)} - dirs
+    protected_ids: set[str] = set()
+    live_ids: set[str] = set()
+    ids_safe = not unknown_dirs
+    for thread_id in threads:
+        try:
+            forget: set[str] = set()
+            doomed = await _thread_gc(cp, thread_id, objects, cutoff, report, protected_ids, live_ids, forget)
+        except CheckpointError as exc:
+            report.errors.append(f"thread {thread_id!r} skipped: {exc}")
+            ids_safe = False
+            continue
+        report.threads += 1
+        await cp.store.delete(doomed)
+        report.deleted += [k for k in doomed if k in objects]
+        purge = forget | {k for k in doomed if not k.startswith(f"{layout.thread_dir(thread_id)}/_log/")}
+        if purge:
+            try:
+                await _purge(cp, thread_id, purge)
+            except CheckpointError as exc:  # the next gc purges them (deleting is idempotent)
+                report.errors.append(f"thread {thread_id!r}: purge not committed: {exc}")
+    loose, already = [], set(report.deleted)
+    for key, info in objects.items():
+        if key.startswith(layout.THREAD_PREFIX) or not _old(info, cutoff):
+            continue
+        if posixpath.basename(key).startswith(".tmp-"):
+            report.temp_files += 1
+        elif key.startswith("_ids/") and ids_safe and key not in live_ids and key not in protected_ids:
+            if key in already:
+                continue
+            report.id_entries += 1
+        else:
+            continue
+        loose.append(key)
+        report.bytes_freed += info["size"]
+    await cp.store.delete(loose)
+    report.deleted += loose
+    if unknown_dirs:
+        report.errors.append(f"left alone (no readable thread id): {sorted(unknown_dirs)}")
+    with contextlib.suppress(NotImplementedError):
+        await _abort_multipart(cp, cutoff, report)
+    return report

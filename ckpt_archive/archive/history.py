@@ -1,0 +1,202 @@
+"""Reading a thread's whole history, and copying checkpoints into new threads (fork, copy_thread).
+
+``iter_history`` walks the manifest in commit order and builds each state from
+the one it was saved against (normally the previous one), so a thread of n
+checkpoints costs one GET per object and n delta applications, not n replays.
+
+Copies reuse the stored objects: snapshots and Parquet segments are copied
+server-side (``fs.copy``: S3 CopyObject...) under the new thread, and their
+references record the ``origin`` checkpoint id the object was written for,
+so nothing is decoded and re-encoded. A fork that starts at a delta writes one
+full snapshot of that checkpoint, the only object the new thread needs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ..delta import apply
+from ..errors import CheckpointConflict, EncryptionError, MissingObject
+from ..model import RESERVED_PREFIX, Checkpoint, uuid7
+from ..retention import PINNED_KEY
+from . import layout
+from .maintenance import Plan, commit_maintenance, snapshot_ref, thread_of
+from .manifest import Manifest, Record
+from .objects import SegmentReader, verify
+
+if TYPE_CHECKING:
+    from .checkpointer import ArchiveCheckpointer
+
+FORKED_FROM = RESERVED_PREFIX + "forked_from"
+_KEEP_STATES = 64
+_KEEP_SEGMENTS = 4
+
+
+async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator[Checkpoint]:
+    """Every checkpoint of the thread, oldest first, with its full state (lazily)."""
+    layout.thread_dir(thread_id)
+    await cp._check_root()
+    m = await cp._manifest(thread_id)
+    states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    readers: OrderedDict[str, SegmentReader] = OrderedDict()
+
+    async def fetch(rec: Record) -> bytes:
+        ref = rec["ref"]
+        data = await cp.store.get_or_none(ref["key"])
+        if data is None:
+            raise MissingObject(
+                "object referenced by the manifest is missing",
+                thread_id=thread_id,
+                checkpoint_id=rec["id"],
+                key=ref["key"],
+            )
+        verify(data, ref, thread_id=thread_id, checkpoint_id=rec["id"])
+        return data
+
+    for rec in list(m.records.values()):
+        cid, ref = rec["id"], rec["ref"]
+        if ref["type"] == "snapshot":  # snapshot + its shared pages, checked, as in a load
+            state = await cp._materialize(thread_id, [rec], m.inline)
+        else:
+            parent = rec.get("parent")
+            base = states.get(parent) if parent is not None else None
+            if base is None:
+                base = await cp._state_of(m, str(parent))
+            if ref["type"] == "segment":
+                reader = readers.get(ref["key"])
+                if reader is None:
+                    reader = SegmentReader(await fetch(rec), thread_id=thread_id, key=ref["key"])
+                    readers[ref["key"]] = reader
+                    while len(readers) > _KEEP_SEGMENTS:
+                        readers.popitem(last=False)
+                ops = reader.ops(ref.get("origin", cid), ref["row_group"])
+            elif ref["type"] == "inline":
+                ops = m.inline.get(cid, [])
+            else:
+                ops = []
+            state = apply(base, cp._plain_ops(rec, ops, thread_id))
+            cp._check_state(state, rec, thread_id)
+        states[cid] = state
+        while len(states) > _KEEP_STATES:
+            states.popitem(last=False)
+        yield cp._checkpoint(thread_id, rec, state)
+
+
+def _copied_ref(cp: ArchiveCheckpointer, dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> Any:
+    """The reference for ``rec`` in thread ``dst``; records the server-side copies to make in ``copies``."""
+    ref = dict(rec["ref"])
+    if ref["type"] == "snapshot":
+        key = layout.rewrite_snapshot_key(dst, rec["step"], new_id, uuid.uuid4().hex[:12])
+        copies[ref["key"]] = key
+        if ref.get("pages"):  # the shared pages it needs, under the new thread
+            ref["pages"] = [{**p, "key": layout.page_key(dst, p["digest"])} for p in ref["pages"]]
+            copies.update({old["key"]: new["key"] for old, new in zip(rec["ref"]["pages"], ref["pages"], strict=True)})
+    elif ref["type"] == "segment":
+        key = copies.get(ref["key"]) or f"{layout.thread_dir(dst)}/deltas/{ref['key'].rsplit('/', 1)[-1]}"
+        copies[ref["key"]] = key
+    else:
+        return ref
+    return {**ref, "key": key, "origin": ref.get("origin", rec["id"])}
+
+
+async def _plan_into(
+    cp: ArchiveCheckpointer,
+    dst: str,
+    m: Manifest,
+    actions: list[dict[str, Any]],
+    writes: list[Awaitable[None]],
+) -> None:
+    if m.records:
+        for w in writes:
+            w.close()  # type: ignore[attr-defined]
+        raise CheckpointConflict(f"thread {dst!r} already has checkpoints; copy into a new thread id")
+
+
+def _refuse_encrypted(cp: ArchiveCheckpointer, what: str) -> None:
+    # ciphertexts are bound to their thread and checkpoint: a server-side copy would not decrypt
+    if cp.encryption is not None:
+        raise EncryptionError(f"{what} of an encrypted archive is not supported yet (it would need re-encryption)")
+
+
+async def fork(cp: ArchiveCheckpointer, checkpoint_id: str, new_thread_id: str) -> str:
+    """Start thread ``new_thread_id`` at a copy of ``checkpoint_id`` (a new id, no parent); returns its id."""
+    _refuse_encrypted(cp, "fork")
+    layout.thread_dir(new_thread_id)
+    src_thread = await thread_of(cp, checkpoint_id)
+    src = await cp._manifest(src_thread)
+    rec = src.records[checkpoint_id]
+    new_id = uuid7()
+
+    async def plan(m: Manifest) -> Plan[str]:
+        writes: list[Awaitable[None]] = []
+        if rec["ref"]["type"] == "snapshot":
+            copies: dict[str, str] = {}
+            ref = _copied_ref(cp, new_thread_id, rec, new_id, copies)
+            writes += [cp.store.copy(a, b) for a, b in copies.items()]
+            size = int(ref.get("size", 0))
+        else:
+            state = await cp._state_of(src, checkpoint_id)
+            ref, objects, size = snapshot_ref(new_thread_id, {**rec, "id": new_id}, state, {})
+            writes.extend(cp.store.put(k, d) for k, d in objects)
+        meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
+        meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}
+        record = {
+            **rec,
+            "id": new_id,
+            "parent": None,
+            "kind": "full",
+            "depth": 0,
+            "ref": ref,
+            "bytes": size,
+            "created_at": datetime.now(UTC).isoformat(),
+            "metadata": meta,
+            "version": 1,
+        }
+        writes.append(cp._write_index(new_thread_id, new_id))
+        actions = [{"action": "add", "record": record}]
+        await _plan_into(cp, new_thread_id, m, actions, writes)
+        return actions, writes, new_id
+
+    return await commit_maintenance(cp, new_thread_id, plan)
+
+
+async def copy_thread(cp: ArchiveCheckpointer, src_thread: str, dst_thread: str) -> dict[str, str]:
+    """Copy every checkpoint of ``src_thread`` into the new thread ``dst_thread``: {old id: new id}.
+
+    Only objects the kept records reference are copied (server-side), never
+    tombstoned ones or the old log; the copy is one commit.
+    """
+    _refuse_encrypted(cp, "copy_thread")
+    layout.thread_dir(dst_thread)
+    await cp._check_root()
+    src = await cp._manifest(src_thread)
+    mapping = {cid: uuid7() for cid in src.records}
+
+    async def plan(m: Manifest) -> Plan[dict[str, str]]:
+        copies: dict[str, str] = {}
+        actions: list[dict[str, Any]] = []
+        for cid, rec in src.records.items():
+            new_id = mapping[cid]
+            parent = rec.get("parent")
+            record = {
+                **rec,
+                "id": new_id,
+                "parent": mapping.get(parent) if parent is not None else None,
+                "ref": _copied_ref(cp, dst_thread, rec, new_id, copies),
+            }
+            action: dict[str, Any] = {"action": "add", "record": record}
+            if rec["ref"]["type"] == "inline":
+                action["ops"] = src.inline.get(cid, [])
+            actions.append(action)
+        writes: list[Awaitable[None]] = [cp.store.copy(a, b) for a, b in copies.items()]
+        writes += [cp._write_index(dst_thread, new_id) for new_id in mapping.values()]
+        await _plan_into(cp, dst_thread, m, actions, writes)
+        return actions, writes, mapping
+
+    if not src.records:
+        return {}
+    return await commit_maintenance(cp, dst_thread, plan)

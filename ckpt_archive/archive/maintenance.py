@@ -1,0 +1,281 @@
+"""Manifest-driven maintenance of an archive: prune, remove, re-base, edit, pin.
+
+Every operation here is one *maintenance commit* on the thread's log, made with
+the same put-if-absent protocol as a save: the plan is built from the manifest
+as read, new payloads (re-based snapshots) are written first, then the commit
+entry is created; losing the race re-reads the log and plans again. Nothing is
+deleted here: objects that no record needs any more are recorded as
+tombstones (with the time) and deleted by ``gc`` after the grace period, so a
+reader holding an older manifest still finds every object it references.
+
+Chain rule: a kept delta whose parent is removed gets a full snapshot of its
+own (``rebase``), so the removed segment rows are no longer needed. Deltas
+further down that chain then hang off the re-based checkpoint unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .. import codec
+from ..errors import CheckpointConflict, CheckpointNotFound, CheckpointVersionConflict, InvalidState
+from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
+from . import layout, pages
+from .manifest import Manifest, Record, now_iso, ref_keys, unseal
+from .objects import encode_snapshot
+
+if TYPE_CHECKING:
+    from .checkpointer import ArchiveCheckpointer
+
+T = TypeVar("T")
+MAX_ATTEMPTS = 16
+Plan = tuple[list[dict[str, Any]], list[Awaitable[None]], T]
+Planner = Callable[[Manifest], Awaitable[Plan[T]]]
+
+
+async def commit_maintenance(cp: ArchiveCheckpointer, thread_id: str, plan: Planner[T], *, dry_run: bool = False) -> T:
+    """Plan against the current manifest, write payloads, commit; on a lost race re-read and re-plan."""
+    for _ in range(MAX_ATTEMPTS):
+        async with cp._lock(thread_id):
+            m = await cp._manifest(thread_id)
+            actions, writes, result = await plan(m)
+            if dry_run or not actions:
+                for w in writes:  # never awaited: close the coroutines
+                    if asyncio.iscoroutine(w):
+                        w.close()
+                return result
+            await asyncio.gather(*writes)
+            entry = m.commit_entry(actions)
+            if await cp.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
+                new = m.copy()
+                new.apply_entry(unseal(entry, "own commit"))
+                cp._manifests[thread_id] = new
+                cp._read_at[thread_id] = time.monotonic()
+                await cp._publish(new, compacted=True)
+                return result
+    raise CheckpointConflict(f"thread {thread_id!r} kept changing during maintenance; try again later")
+
+
+def snapshot_ref(
+    thread_id: str, rec: Record, state: dict[str, Any], known: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], list[tuple[str, bytes]], int]:
+    """A fresh full snapshot of ``rec``'s state: (ref, objects to write, bytes written).
+
+    Long lists go to the thread's shared pages as in a save; ``known`` are the
+    page refs already stored (reused, not rewritten).
+    """
+    key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
+    tails, table, new_pages, page_refs = pages.split(state, lambda d: layout.page_key(thread_id, d), known)
+    data = encode_snapshot(thread_id, rec["id"], tails, table)
+    ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+    if page_refs:
+        ref["pages"] = page_refs
+    objects = [(key, data), *new_pages]
+    return ref, objects, sum(len(d) for _, d in objects)
+
+
+def known_pages(m: Manifest) -> dict[str, dict[str, Any]]:
+    """Every page the thread's records reference (a re-based snapshot reuses them)."""
+    return {
+        p["digest"]: p
+        for rec in m.records.values()
+        if rec["ref"]["type"] == "snapshot"
+        for p in rec["ref"].get("pages", ())
+    }
+
+
+async def rewrite_full(
+    cp: ArchiveCheckpointer, m: Manifest, rec: Record, state: dict[str, Any], writes: list[Awaitable[None]]
+) -> tuple[dict[str, Any], int]:
+    """Plan a new full snapshot for ``rec`` (its writes appended to ``writes``): (record changes, bytes).
+
+    The changes carry the state's digest (or, encrypted, its key id and MAC) so the record stays provable.
+    """
+    if cp.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
+        key = layout.rewrite_snapshot_key(m.thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
+        data = cp.seal_snapshot(m.thread_id, rec["id"], state)
+        ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+        objects, size = [(key, data)], len(data)
+    else:
+        ref, objects, size = snapshot_ref(m.thread_id, rec, state, known_pages(m))
+    writes.extend(cp.store.put(k, d) for k, d in objects)
+    digest = cp.state_digest(codec.dumps(state))
+    return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
+
+
+def _tombstone(before: dict[str, int], after: Iterable[Record], extra: dict[str, int]) -> dict[str, Any] | None:
+    still = {key for r in after for key in ref_keys(r)}
+    objects = {k: s for k, s in before.items() if k not in still}
+    objects.update(extra)
+    return {"action": "tombstone", "at": now_iso(), "objects": objects} if objects else None
+
+
+async def plan_removal(
+    cp: ArchiveCheckpointer, m: Manifest, remove: set[str], kept: Kept, *, dry_run: bool
+) -> Plan[PruneReport]:
+    """Actions removing ``remove`` from ``m`` chain-safely, and the report of it."""
+    thread_id = m.thread_id
+    removed = [cid for cid in m.records if cid in remove]
+    report = PruneReport(thread_id, removed=removed, kept=kept, dry_run=dry_run)
+    if not removed:
+        return [], [], report
+    after = {cid: rec for cid, rec in m.records.items() if cid not in remove}
+    actions: list[dict[str, Any]] = [{"action": "remove", "ids": removed}]
+    writes: list[Awaitable[None]] = []
+    for cid, rec in after.items():
+        if rec["kind"] != "delta" or rec.get("parent") not in remove:
+            continue
+        change, size = await rewrite_full(cp, m, rec, await cp._state_of(m, cid), writes)
+        actions.append({"action": "rebase", "id": cid, "set": change})
+        after[cid] = {**rec, **change}
+        report.rebased.append(cid)
+        report.bytes_written += size
+    before = m.referenced_keys()
+    ids = {layout.id_key(cid): 0 for cid in removed}
+    tomb = _tombstone(before, after.values(), ids)
+    if tomb is not None:
+        actions.append(tomb)
+        payload = {k: s for k, s in tomb["objects"].items() if k not in ids}
+        report.objects_freed, report.bytes_freed = len(payload), sum(payload.values())
+    return actions, writes, report
+
+
+async def prune(
+    cp: ArchiveCheckpointer, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False
+) -> PruneReport:
+    layout.thread_dir(thread_id)
+    await cp._check_root()
+
+    async def plan(m: Manifest) -> Plan[PruneReport]:
+        from .checkpointer import _info
+
+        infos = [_info(thread_id, rec) for rec in m.records.values()]
+        kept = evaluate(policy, infos, datetime.now(UTC))
+        return await plan_removal(cp, m, set(m.records) - set(kept), kept, dry_run=dry_run)
+
+    return await commit_maintenance(cp, thread_id, plan, dry_run=dry_run)
+
+
+async def remove(
+    cp: ArchiveCheckpointer, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False
+) -> PruneReport:
+    """Remove exactly these checkpoints (ids not in the thread are ignored), keeping the rest loadable."""
+    layout.thread_dir(thread_id)
+    await cp._check_root()
+    wanted = set(checkpoint_ids)
+
+    async def plan(m: Manifest) -> Plan[PruneReport]:
+        kept = {cid: ["not named"] for cid in m.records if cid not in wanted}
+        return await plan_removal(cp, m, wanted & set(m.records), kept, dry_run=dry_run)
+
+    return await commit_maintenance(cp, thread_id, plan, dry_run=dry_run)
+
+
+async def prune_all(
+    cp: ArchiveCheckpointer,
+    policy: RetentionPolicy,
+    *,
+    shard: tuple[int, int] | None = None,
+    concurrency: int = 8,
+    progress: Callable[[int, int, PruneReport], None] | None = None,
+    dry_run: bool = False,
+) -> list[PruneReport]:
+    """Prune every thread (of one shard), ``concurrency`` threads at a time; reports in thread order."""
+    threads = [t for t in await cp._threads() if in_shard(t, shard)]
+    gate = asyncio.Semaphore(max(concurrency, 1))
+    done = 0
+
+    async def one(thread_id: str) -> PruneReport:
+        nonlocal done
+        async with gate:
+            report = await prune(cp, thread_id, policy, dry_run=dry_run)
+        done += 1
+        if progress is not None:
+            progress(done, len(threads), report)
+        return report
+
+    return list(await asyncio.gather(*(one(t) for t in threads)))
+
+
+async def thread_of(cp: ArchiveCheckpointer, checkpoint_id: str) -> str:
+    await cp._check_root()
+    data = await cp.store.get_or_none(layout.id_key(checkpoint_id))
+    if data is not None:
+        thread_id: str = unseal(data, f"id entry of {checkpoint_id!r}")["thread_id"]
+        if checkpoint_id in (await cp._manifest(thread_id)).records:
+            return thread_id
+    raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist")
+
+
+def _record(m: Manifest, checkpoint_id: str) -> Record:
+    rec = m.records.get(checkpoint_id)
+    if rec is None:
+        raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is no longer in thread {m.thread_id!r}")
+    return rec
+
+
+async def update_state(
+    cp: ArchiveCheckpointer, checkpoint_id: str, state: dict[str, Any], expected_version: int
+) -> int:
+    """Replace a checkpoint's state if its version is still ``expected_version``; returns the new version.
+
+    The edited checkpoint gets a full snapshot of its own; its direct delta
+    children are re-based onto full snapshots of their recorded states first, so
+    every other checkpoint still loads exactly what it loaded before.
+    """
+    if not isinstance(state, dict):
+        raise InvalidState(f"state must be a dict, got {type(state).__name__}")
+    codec.check_json(state)
+    state = codec.loads(codec.dumps(state))
+    thread_id = await thread_of(cp, checkpoint_id)
+
+    async def plan(m: Manifest) -> Plan[int]:
+        rec = _record(m, checkpoint_id)
+        version = int(rec.get("version", 1))
+        if version != expected_version:
+            raise CheckpointVersionConflict(
+                f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; nothing changed"
+            )
+        actions: list[dict[str, Any]] = []
+        writes: list[Awaitable[None]] = []
+        after = dict(m.records)
+        for cid, child in m.records.items():
+            if child.get("parent") == checkpoint_id and child["kind"] == "delta":
+                change, _ = await rewrite_full(cp, m, child, await cp._state_of(m, cid), writes)
+                actions.append({"action": "rebase", "id": cid, "set": change})
+                after[cid] = {**child, **change}
+        change, _ = await rewrite_full(cp, m, rec, state, writes)
+        change["version"] = version + 1
+        actions.append({"action": "update", "id": checkpoint_id, "set": change})
+        after[checkpoint_id] = {**rec, **change}
+        tomb = _tombstone(m.referenced_keys(), after.values(), {})
+        if tomb is not None:
+            actions.append(tomb)
+        return actions, writes, version + 1
+
+    new_version = await commit_maintenance(cp, thread_id, plan)
+    cp._remember(f"{checkpoint_id}@{new_version}", state)
+    return new_version
+
+
+async def set_pinned(cp: ArchiveCheckpointer, checkpoint_id: str, pinned: bool) -> bool:
+    """Pin or unpin (a metadata-only commit; the state and its version are untouched). True if changed."""
+    thread_id = await thread_of(cp, checkpoint_id)
+
+    async def plan(m: Manifest) -> Plan[bool]:
+        rec = _record(m, checkpoint_id)
+        meta = dict(rec.get("metadata", {}))
+        if bool(meta.get(PINNED_KEY)) == pinned:
+            return [], [], False
+        if pinned:
+            meta[PINNED_KEY] = True
+        else:
+            meta.pop(PINNED_KEY, None)
+        return [{"action": "update", "id": checkpoint_id, "set": {"metadata": meta}}], [], True
+
+    return await commit_maintenance(cp, thread_id, plan)

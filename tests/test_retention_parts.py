@@ -1,0 +1,69 @@
+"""Sealed manifest parts keep every fold small; prunes, pins and gc keep working across parts."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+import ckpt_archive as ca
+from ckpt_archive import RetentionPolicy as RP
+from ckpt_archive._sync import run_sync
+from ckpt_archive.archive import parts
+from tests.test_retention import assert_loads, chat, fresh
+
+
+@pytest.fixture(autouse=True)
+def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(parts, "PART_SIZE", 8)
+
+
+def folds(root: Path, thread: str) -> list[int]:
+    log = root / f"thread_id={thread}" / "_log"
+    return [os.path.getsize(log / n) for n in sorted(os.listdir(log)) if n.endswith(".manifest.json.zst")]
+
+
+def test_folds_stay_bounded_and_everything_reloads(tmp_path: Path) -> None:
+    archive = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=4)
+    saved = chat(archive, "long", 120)
+    sizes = folds(tmp_path / "a", "long")
+    assert len(sizes) > 25
+    assert max(sizes[-10:]) < 2 * max(sizes[2:6])  # not growing with the thread
+    m = run_sync(fresh(archive)._manifest("long"))
+    assert len(m.parts) >= 10 and len(m.sealed) >= 80
+    assert assert_loads(archive, saved, "long") == {c.checkpoint_id for c in saved}
+    assert [c.state for c in fresh(archive).history("long")] == [c.state for c in saved]
+
+
+def test_overrides_removals_and_reseal_across_parts(tmp_path: Path) -> None:
+    archive = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=4)
+    saved = chat(archive, "t", 60)
+    archive.pin(saved[3].checkpoint_id)  # a change to a sealed record: an override in the fold
+    archive.compact("t")
+    archive.update_state(saved[10].checkpoint_id, {"edited": 1}, 1)
+    archive.remove("t", [saved[20].checkpoint_id])
+    archive.compact("t")
+    reader = fresh(archive)
+    infos = {i.checkpoint_id: i for i in reader.list("t")}
+    assert infos[saved[3].checkpoint_id].metadata[ca.retention.PINNED_KEY] is True
+    assert infos[saved[10].checkpoint_id].version == 2 and saved[20].checkpoint_id not in infos
+    assert [i.checkpoint_id for i in reader.list("t")] == [
+        c.checkpoint_id for c in saved if c.checkpoint_id != saved[20].checkpoint_id
+    ]
+    old_parts = {p["key"] for p in run_sync(reader._manifest("t")).parts}
+    archive.prune("t", RP.keep_last(5) | RP.keep_pinned())  # most sealed records go: re-seal
+    assert archive._manifests["t"].parts == []
+    saved += chat(archive, "t", 20, start=60)  # the head hint now names the re-sealed fold
+    expected = [saved[3].checkpoint_id] + [c.checkpoint_id for c in saved[-25:]]
+    reader = fresh(archive)
+    m = run_sync(reader._manifest("t"))
+    assert m.parts and not {p["key"] for p in m.parts} & old_parts
+    assert [i.checkpoint_id for i in reader.list("t")] == expected
+    report = archive.gc(grace=timedelta(0))
+    assert report.manifests > 0
+    in_use = run_sync(fresh(archive)._manifest("t")).parts + archive._manifests["t"].parts
+    left = {f"thread_id=t/_parts/{n}" for n in os.listdir(tmp_path / "a" / "thread_id=t" / "_parts")}
+    assert left == {p["key"] for p in in_use} and not left & old_parts
+    assert assert_loads(archive, saved, "t") == set(expected)
