@@ -200,3 +200,21 @@ def test_long_lists_are_not_paged_in_clear(archive_url: Any) -> None:
         for form in readable_forms(key, data):
             assert SECRET.encode() not in form, key
     assert ca.open_archive(url, storage_options=opts, encryption=enc()).load("t").state == saved[0].state  # type: ignore[union-attr]
+
+
+def test_prune_and_update_state_stay_encrypted(archive_url: Any) -> None:
+    url, opts = archive_url("memory")
+    cp = ca.open_archive(url, storage_options=opts, full_snapshot_interval=4, encryption=enc())
+    saved = chat(cp, "t", 9)
+    cp.prune("t", ca.RetentionPolicy.keep_last(3))  # re-bases the oldest kept delta onto a new snapshot
+    version = cp.list("t")[-1].version
+    cp.update_state(saved[-1].checkpoint_id, {"edited": SECRET}, expected_version=version)
+    again = ca.open_archive(url, storage_options=opts, encryption=enc())
+    assert [c.state for c in again.history("t")][:2] == [saved[6].state, saved[7].state]
+    assert again.load("t").state == {"edited": SECRET}  # type: ignore[union-attr]
+    assert again.verify().ok
+    for key, data in stored(cp).items():
+        for form in readable_forms(key, data):
+            assert SECRET.encode() not in form, key
+    with pytest.raises(ca.EncryptionError):
+        again.fork(saved[-2].checkpoint_id, "copy")

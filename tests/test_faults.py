@@ -4,6 +4,7 @@ loads at the old or the new state, verifies clean, loses nothing committed, and 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -122,3 +123,59 @@ def test_fault_at_every_write(archive_url: Any, backend: str, mode: str, op: str
 @pytest.mark.parametrize(("backend", "mode"), SOAK)
 def test_fault_at_every_write_soak(archive_url: Any, backend: str, mode: str, op: str) -> None:
     fault_at_every_write(archive_url, backend, op, mode)
+
+
+# -- maintenance: prune and gc ---------------------------------------------------------------
+def run_maintenance_with_fault(url: str, opts: dict[str, Any], op: str, mode: str, k: int) -> bool:
+    """Prune to the last 3 (or gc after such a prune) with a fault at mutating call k."""
+    zero = timedelta(0)
+    base = ca.open_archive(url, storage_options=opts, full_snapshot_interval=INTERVAL, gc_grace=zero)
+    base.delete("t")
+    saved = [ckpt(s) for s in range(9)]
+    for c in saved:
+        base.save(c)
+    keep = ca.RetentionPolicy.keep_last(3)
+    if op == "gc":
+        base.prune("t", keep)
+    plan = FaultPlan(mode, k)
+    cp = ca.ArchiveCheckpointer(FaultyStore(base.store, plan), full_snapshot_interval=INTERVAL, gc_grace=zero)
+    cp.list("t")
+    try:
+        if op == "prune":
+            cp.prune("t", keep)
+        else:
+            cp.gc(grace=zero)
+    except (Crash, OSError, ca.CheckpointError) as exc:
+        assert plan.hit, exc
+    if not plan.hit:
+        return False
+    after = ca.ArchiveCheckpointer(base.store, full_snapshot_interval=INTERVAL, gc_grace=zero)
+    ids = [i.checkpoint_id for i in after.list("t")]
+    every, kept = [c.checkpoint_id for c in saved], [c.checkpoint_id for c in saved[-3:]]
+    assert ids in (every, kept), (op, mode, k, plan.calls)  # the old or the new state, nothing else
+    by_id = {c.checkpoint_id: c for c in saved}
+    for cid in ids:
+        assert after.load_by_id(cid).state == by_id[cid].state  # type: ignore[union-attr]
+    after.gc(grace=zero)
+    report = after.verify()
+    assert report.ok, (op, mode, k, plan.calls, str(report))
+    after.save(ca.Checkpoint.new("t", {"after": k}, step=20))
+    assert ca.ArchiveCheckpointer(base.store).load("t").state == {"after": k}  # type: ignore[union-attr]
+    return True
+
+
+@pytest.mark.parametrize("op", ["prune", "gc"])
+@pytest.mark.parametrize(("backend", "mode"), DEFAULT)
+def test_fault_during_maintenance(archive_url: Any, backend: str, mode: str, op: str) -> None:
+    url, opts = archive_url(backend)
+    k = 1
+    while run_maintenance_with_fault(url, opts, op, mode, k):
+        k += 1
+    assert k > 2
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("op", ["prune", "gc"])
+@pytest.mark.parametrize(("backend", "mode"), SOAK)
+def test_fault_during_maintenance_soak(archive_url: Any, backend: str, mode: str, op: str) -> None:
+    test_fault_during_maintenance(archive_url, backend, mode, op)
