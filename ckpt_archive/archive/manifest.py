@@ -50,15 +50,20 @@ def unseal(
     thread_id: str | None = None,
     key: str | None = None,
 ) -> dict[str, Any]:
-    """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest."""
+    """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest.
+
+    Writers store the canonical JSON exactly, so any other bytes (even whitespace that would
+    parse to the same document) are reported as corruption too.
+    """
     try:
-        doc = codec.decode_document(data, what, compressed=compressed)
+        raw = codec.decompress(data, what=what) if compressed else data
+        doc = codec.decode_document(raw, what)
     except UnsupportedFormatVersion:
         raise
     except IntegrityError as exc:
         raise CorruptManifest(str(exc), thread_id=thread_id, key=key) from None
     body = {k: v for k, v in doc.items() if k != "digest"}
-    if doc.get("digest") != codec.sha256(codec.dumps(body)):
+    if doc.get("digest") != codec.sha256(codec.dumps(body)) or codec.dumps(doc) != raw:
         raise CorruptManifest(f"{what} fails its digest check", thread_id=thread_id, key=key)
     if thread_id is not None and "thread_id" in doc and doc["thread_id"] != thread_id:
         raise CorruptManifest(f"{what} belongs to thread {doc['thread_id']!r}", thread_id=thread_id, key=key)
