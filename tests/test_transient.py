@@ -78,7 +78,13 @@ def saves(cp: ca.ArchiveCheckpointer, n: int, start: int = 0) -> list[ca.Checkpo
     return out
 
 
-@pytest.mark.parametrize(("status", "code", "count"), [(503, "SlowDown", 1), (409, "ConditionalRequestConflict", 2)])
+@pytest.mark.parametrize(
+    ("status", "code", "count"),
+    [
+        pytest.param(503, "SlowDown", 1, marks=pytest.mark.soak),  # botocore's own backoff: slow
+        (409, "ConditionalRequestConflict", 2),
+    ],
+)
 def test_transient_errors_on_commit_are_retried(s3_archive: Any, status: int, code: str, count: int) -> None:
     cp, server = s3_archive
     first = saves(cp, 1)
