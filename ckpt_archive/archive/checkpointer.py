@@ -40,13 +40,13 @@ from ..errors import (
 from ..model import Checkpoint, CheckpointInfo
 from . import crypto, layout, pages
 from .crypto import Encryption
+from .integrity_api import IntegrityMixin
 from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
 from .objects import SegmentReader, check_state, decode_snapshot, encode_segment, encode_snapshot, verify
 from .parts import read_folded, seal_parts
 from .schema import check_hint, id_entry_thread
 from .store import ObjectStore
-from .verify import IntegrityMixin
 
 DEFAULT_GC_GRACE = timedelta(hours=1)
 
