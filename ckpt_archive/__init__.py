@@ -15,6 +15,7 @@ from .chain import DeltaConfig
 from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
 from .delta import apply, diff
 from .errors import (
+    BindingMismatch,
     BrokenChain,
     CheckpointConflict,
     CheckpointError,
@@ -31,23 +32,46 @@ from .errors import (
     KeyUnavailable,
     MissingObject,
     PlaintextRefused,
+    ProtectionError,
+    ProtectionMismatch,
     ReservedMetadataKey,
+    SessionFlushConflict,
+    StateValidationError,
     TruncatedObject,
+    UnprovableCheckpoint,
     UnsafeBackend,
     UnsupportedFormatVersion,
 )
-from .model import Checkpoint, CheckpointInfo
+from .model import Checkpoint, CheckpointInfo, IntegrityStatus, Protection, binding_digest, content_digest
 from .retention import GcReport, PruneReport, RetentionPolicy
+from .session import (
+    ArchiveManagedStateStore,
+    CheckpointManager,
+    Durability,
+    InMemoryManagedStateStore,
+    ManagedStateStore,
+    MessageEvent,
+    RunState,
+    SessionEvent,
+    SessionStatus,
+    StatusChanged,
+    ToolCall,
+    ToolResult,
+)
+from .typed import TypedCheckpointer, TypedSnapshot
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArchiveCheckpointer",
+    "ArchiveManagedStateStore",
+    "BindingMismatch",
     "BrokenChain",
     "Checkpoint",
     "CheckpointConflict",
     "CheckpointError",
     "CheckpointInfo",
+    "CheckpointManager",
     "CheckpointNotFound",
     "CheckpointVersionConflict",
     "Checkpointer",
@@ -57,27 +81,55 @@ __all__ = [
     "DeltaConfig",
     "DigestMismatch",
     "DuplicateCheckpointId",
+    "Durability",
     "Encryption",
     "EncryptionError",
     "GcReport",
+    "InMemoryManagedStateStore",
     "IntegrityError",
+    "IntegrityStatus",
     "InvalidIdentifier",
     "InvalidState",
     "KeyUnavailable",
+    "ManagedStateStore",
     "MemoryCheckpointer",
+    "MessageEvent",
     "MissingObject",
     "ObjectStore",
     "PlaintextRefused",
     "Problem",
+    "Protection",
+    "ProtectionError",
+    "ProtectionMismatch",
     "PruneReport",
     "ReservedMetadataKey",
     "RestoredState",
     "RetentionPolicy",
+    "RunState",
+    "SessionEvent",
+    "SessionFlushConflict",
+    "SessionStatus",
+    "StateValidationError",
+    "StatusChanged",
+    "ToolCall",
+    "ToolResult",
     "TruncatedObject",
+    "TypedCheckpointer",
+    "TypedSnapshot",
+    "UnprovableCheckpoint",
     "UnsafeBackend",
     "UnsupportedFormatVersion",
     "VerifyReport",
     "apply",
+    "binding_digest",
+    "content_digest",
     "diff",
     "open_archive",
 ]
+
+try:  # re-exported only when the optional `langgraph` extra is installed
+    from .integrations.langgraph import ArchiveSaver
+except ImportError:  # pragma: no cover - exercised only without the extra
+    pass
+else:
+    __all__ += ["ArchiveSaver"]

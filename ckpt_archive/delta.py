@@ -7,7 +7,10 @@ A delta is a list of operations, each ``{"op", "path", "value"}``:
 * ``append`` -- extend the list at ``path`` by ``value`` (a list). A list that
   grew by appending (chat history) therefore costs each new element once.
 
-``path`` is the list of dict keys from the state's root. Nested dicts are
+``path`` is the list of dict keys from the state's root. An op may carry
+``"target": "messages"``: it then applies to the checkpoint's message list seen
+as the document ``{"messages": [...]}`` (so a growing list is an ``append`` of
+the new messages); ops without a target apply to the state. Nested dicts are
 diffed recursively, so changing one field of a large sub-document stores one
 op. Equality is JSON equality: ``True`` differs from ``1`` and ``1`` from ``1.0``,
 which Python's ``==`` would conflate.
@@ -24,6 +27,7 @@ from .errors import BrokenChain
 Op = dict[str, Any]
 Delta = list[Op]
 OPS = frozenset({"set", "del", "append"})
+MESSAGES = "messages"
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -115,3 +119,33 @@ def apply(old: dict[str, Any], delta: Delta) -> dict[str, Any]:
 def _short(op: Any) -> str:
     text = repr(op)
     return text if len(text) <= 200 else text[:200] + "..."
+
+
+def diff_checkpoint(
+    old_state: dict[str, Any], old_messages: list[Any], new_state: dict[str, Any], new_messages: list[Any]
+) -> Delta:
+    """State ops, then message ops (tagged ``target: messages``) between two checkpoints' content."""
+    ops = diff(old_state, new_state)
+    ops.extend({**op, "target": MESSAGES} for op in diff({MESSAGES: old_messages}, {MESSAGES: new_messages}))
+    return ops
+
+
+def apply_checkpoint(state: dict[str, Any], messages: list[Any], delta: Delta) -> tuple[dict[str, Any], list[Any]]:
+    """Apply a ``diff_checkpoint`` delta (or a plain state delta) to a checkpoint's content."""
+    state_ops: Delta = []
+    message_ops: Delta = []
+    for op in delta:
+        target = op.get("target") if isinstance(op, dict) else None
+        if target is None:
+            state_ops.append(op)
+        elif target == MESSAGES:
+            message_ops.append(op)
+        else:
+            raise BrokenChain(f"delta op has an unknown target {target!r}: {_short(op)}")
+    if state_ops:
+        state = apply(state, state_ops)
+    if message_ops:
+        messages = apply({MESSAGES: messages}, message_ops)[MESSAGES]
+        if type(messages) is not list:
+            raise BrokenChain("delta turns the message list into something else")
+    return state, messages

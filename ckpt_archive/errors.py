@@ -109,3 +109,27 @@ class DecryptionFailed(IntegrityError):
 
 class PlaintextRefused(IntegrityError):
     """A payload is stored in plaintext where the archive requires encryption."""
+
+
+class ProtectionError(IntegrityError):
+    """A protected checkpoint cannot prove that its state and messages are complete and unaltered."""
+
+
+class UnprovableCheckpoint(ProtectionError):
+    """The checkpoint carries no protection (a legacy checkpoint): its content cannot be proven."""
+
+
+class ProtectionMismatch(ProtectionError):
+    """The state or messages no longer hash to the digests recorded when the checkpoint was created."""
+
+
+class BindingMismatch(ProtectionError):
+    """The host's binding digest (e.g. of an authorisation token) is not the one the checkpoint records."""
+
+
+class StateValidationError(InvalidState):
+    """A stored state no longer validates against the model it is read into."""
+
+
+class SessionFlushConflict(CheckpointConflict):
+    """Another manager flushed the same session first; nothing of this flush was stored."""

@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import time
 import uuid
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .codec import check_json
-from .errors import CheckpointError, InvalidIdentifier, InvalidState, ReservedMetadataKey
+from .codec import check_json, dumps, sha256
+from .errors import (
+    BindingMismatch,
+    CheckpointError,
+    InvalidIdentifier,
+    InvalidState,
+    ProtectionMismatch,
+    ReservedMetadataKey,
+    UnprovableCheckpoint,
+)
 
 JSON = Any
 """A JSON value: None, bool, int, float, str, list of JSON, dict of str to JSON."""
@@ -59,6 +69,43 @@ def check_user_metadata(metadata: dict[str, Any]) -> None:
             raise ReservedMetadataKey(f"metadata key {key!r} is reserved (prefix {RESERVED_PREFIX!r})")
 
 
+def content_digest(value: Any) -> str:
+    """sha256 of the canonical JSON serialisation of ``value`` (what protection digests record)."""
+    return sha256(dumps(value))
+
+
+def binding_digest(token: str | bytes) -> str:
+    """The digest a host passes as ``binding_digest``: sha256 of, e.g., an authorisation token."""
+    return sha256(token.encode("utf-8") if isinstance(token, str) else token)
+
+
+class IntegrityStatus(StrEnum):
+    """What a checkpoint can prove about its own content."""
+
+    VERIFIED = "verified"  # protected, and state and messages hash to the recorded digests
+    UNPROTECTED = "unprotected"  # legacy: no digests recorded, so nothing can be proven
+    TAMPERED = "tampered"  # protected, but the content (or the binding) does not match
+
+
+class Protection(BaseModel):
+    """Digests recorded when a checkpoint is created: proof that it is complete and unaltered."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    algorithm: Literal["sha256"] = "sha256"
+    state_sha256: str
+    messages_sha256: str
+    binding_sha256: str | None = None
+
+    @classmethod
+    def of(cls, state: dict[str, Any], messages: list[Any], binding_digest: str | None = None) -> Protection:
+        return cls(
+            state_sha256=content_digest(state),
+            messages_sha256=content_digest(messages),
+            binding_sha256=binding_digest,
+        )
+
+
 class Checkpoint(BaseModel):
     """One saved step of one thread. Immutable: the ``with_*`` helpers return copies."""
 
@@ -75,6 +122,10 @@ class Checkpoint(BaseModel):
     cleared_interrupt: str | None = None
     attempts: dict[str, int] = Field(default_factory=dict)
     child_ledger: dict[str, JSON] = Field(default_factory=dict)
+    run_id: str | None = None
+    node_id: str | None = None
+    messages: list[JSON] = Field(default_factory=list)
+    protection: Protection | None = None
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -109,6 +160,14 @@ class Checkpoint(BaseModel):
         check_json(v, info.field_name)
         return v
 
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _messages(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            raise InvalidState(f"messages must be a list, got {type(v).__name__}")
+        check_json(v, "messages")
+        return v
+
     @field_validator("created_at")
     @classmethod
     def _utc(cls, v: datetime) -> datetime:
@@ -124,18 +183,82 @@ class Checkpoint(BaseModel):
         *,
         parent_id: str | None = None,
         metadata: dict[str, JSON] | None = None,
+        messages: list[JSON] | None = None,
+        run_id: str | None = None,
+        node_id: str | None = None,
+        protect: bool = False,
+        binding_digest: str | None = None,
     ) -> Checkpoint:
-        """A fresh checkpoint with a new time-ordered id; refuses non-JSON state naming the key."""
+        """A fresh checkpoint with a new time-ordered id; refuses non-JSON state naming the key.
+
+        ``protect=True`` (implied by a ``binding_digest``) records the digests of the state and
+        messages as they are now, so the checkpoint can later prove it is complete and unaltered.
+        """
         metadata = dict(metadata or {})
         check_user_metadata(metadata)
-        return cls(
+        ckpt = cls(
             thread_id=thread_id,
             state=state,
             step=step,
             pending_nodes=list(pending_nodes or []),
             parent_id=parent_id,
             metadata=metadata,
+            messages=list(messages or []),
+            run_id=run_id,
+            node_id=node_id,
         )
+        return ckpt.protect(binding_digest) if protect or binding_digest is not None else ckpt
+
+    # -- protection ------------------------------------------------------------
+    @property
+    def is_protected(self) -> bool:
+        return self.protection is not None
+
+    def protect(self, binding_digest: str | None = None) -> Checkpoint:
+        """A copy whose protection records the digests of the current state and messages."""
+        protection = Protection.of(self.state, self.messages, binding_digest)
+        return self.model_copy(update={"protection": protection})
+
+    def integrity_status(self, binding_digest: str | None = None) -> IntegrityStatus:
+        """VERIFIED, UNPROTECTED (legacy, cannot be proven) or TAMPERED; never raises."""
+        try:
+            self.validate_integrity(binding_digest)
+        except UnprovableCheckpoint:
+            return IntegrityStatus.UNPROTECTED
+        except (ProtectionMismatch, BindingMismatch):
+            return IntegrityStatus.TAMPERED
+        return IntegrityStatus.VERIFIED
+
+    def validate_integrity(self, binding_digest: str | None = None) -> None:
+        """Prove the content is what was protected; pass the host's ``binding_digest`` to check it too.
+
+        Raises UnprovableCheckpoint (no protection), ProtectionMismatch (state or messages
+        changed) or BindingMismatch -- all ``IntegrityError`` subclasses.
+        """
+        where = {"thread_id": self.thread_id, "checkpoint_id": self.checkpoint_id}
+        p = self.protection
+        if p is None:
+            raise UnprovableCheckpoint("checkpoint has no protection: its state cannot be proven", **where)
+        if content_digest(self.state) != p.state_sha256:
+            raise ProtectionMismatch("state differs from the digest recorded at creation", **where)
+        if content_digest(self.messages) != p.messages_sha256:
+            raise ProtectionMismatch("messages differ from the digest recorded at creation", **where)
+        if binding_digest is not None and binding_digest != p.binding_sha256:
+            raise BindingMismatch("checkpoint is bound to another binding digest", **where)
+
+    def check_protection(self) -> None:
+        """What checkpointers run on save and load: validate when protected, accept legacy checkpoints."""
+        if self.protection is not None:
+            self.validate_integrity()
+
+    def try_restore_state(self, binding_digest: str | None = None) -> dict[str, JSON]:
+        """A private copy of the state, only once it is proven (raises an IntegrityError otherwise)."""
+        self.validate_integrity(binding_digest)
+        return copy.deepcopy(self.state)
+
+    def restore_state(self) -> dict[str, JSON]:
+        """The explicitly lenient variant: a private copy of the state, proven or not."""
+        return copy.deepcopy(self.state)
 
     def with_cleared_interrupt(self, node: str) -> Checkpoint:
         return self.model_copy(update={"cleared_interrupt": node})
@@ -149,8 +272,17 @@ class Checkpoint(BaseModel):
         return self.model_copy(update={"parent_id": parent_id})
 
     def with_state(self, state: dict[str, JSON]) -> Checkpoint:
+        """A copy with another state; a protected checkpoint is protected anew (same binding)."""
         check_json(state, "state")
-        return self.model_copy(update={"state": state})
+        return self._reprotect(self.model_copy(update={"state": state}))
+
+    def with_messages(self, messages: list[JSON]) -> Checkpoint:
+        """A copy with another message list; a protected checkpoint is protected anew (same binding)."""
+        check_json(messages, "messages")
+        return self._reprotect(self.model_copy(update={"messages": list(messages)}))
+
+    def _reprotect(self, ckpt: Checkpoint) -> Checkpoint:
+        return ckpt if self.protection is None else ckpt.protect(self.protection.binding_sha256)
 
 
 class CheckpointInfo(BaseModel):

@@ -165,7 +165,10 @@ class PruneReport:
     ``objects_freed``/``bytes_freed`` count the payload objects (snapshots,
     Parquet segments) that no kept checkpoint needs any more: they are
     tombstoned by the prune and physically deleted by ``gc`` after the grace
-    period. ``rebased`` are kept deltas that got a full snapshot of their own.
+    period. ``rebased`` are kept deltas that got a full snapshot of their own
+    (``bytes_written`` their size). Shared snapshot pages count as objects with
+    0 bytes here (the manifest records no page sizes); ``GcReport`` has the
+    bytes actually deleted.
     """
 
     thread_id: str

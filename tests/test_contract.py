@@ -66,19 +66,39 @@ def test_round_trip_every_field(cp: ca.Checkpointer) -> None:
         cleared_interrupt="approve",
         attempts={"tool": 2},
         child_ledger={"child-1": {"status": "done"}},
-    )
+        run_id="run-1",
+        node_id="agent",
+        messages=[{"role": "user", "content": "hi"}],
+    ).protect(ca.binding_digest("token-1"))
     cp.save(first)
-    second = ca.Checkpoint.new("t", {"a": 2, "b": [1, 2, 3], "c": {"d": None, "e": 1.5, "f": False}}, step=1)
+    second = ca.Checkpoint.new(
+        "t",
+        {"a": 2, "b": [1, 2, 3], "c": {"d": None, "e": 1.5, "f": False}},
+        step=1,
+        messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello", "n": 1.0}],
+        run_id="run-1",
+        node_id="tools",
+        protect=True,
+    )
     second = second.with_cleared_interrupt("review").with_metadata("k", [1, "two"])
     cp.save(second)
-    for original, parent in ((first, None), (second, first.checkpoint_id)):
+    legacy = ca.Checkpoint.new("t", {"a": 3}, step=2)  # no run, node, messages or protection
+    cp.save(legacy)
+    for original, parent in (
+        (first, None),
+        (second, first.checkpoint_id),
+        (legacy, second.checkpoint_id),
+    ):
         loaded = cp.load_by_id(original.checkpoint_id)
         assert loaded is not None
         assert loaded.parent_id == parent
         assert loaded.model_dump(exclude={"parent_id"}) == original.model_dump(exclude={"parent_id"})
+        assert loaded.integrity_status() == original.integrity_status()
+    assert cp.load_by_id(first.checkpoint_id).integrity_status(ca.binding_digest("token-1")) == "verified"  # type: ignore[union-attr]
+    assert cp.load_by_id(legacy.checkpoint_id).integrity_status() == "unprotected"  # type: ignore[union-attr]
     latest = cp.load("t")
-    assert latest is not None and latest.checkpoint_id == second.checkpoint_id
-    assert latest.state == second.state
+    assert latest is not None and latest.checkpoint_id == legacy.checkpoint_id
+    assert latest.state == legacy.state and latest.messages == []
 
 
 def test_chat_history_loads_every_step(cp: ca.Checkpointer) -> None:
@@ -214,10 +234,9 @@ def test_protocol(cp: Any) -> None:
     assert isinstance(cp, ca.Checkpointer)
 
 
-# -- history and edits: memory and archive (DeltaCheckpointer has history only) ----------------
+# -- history, edits and removals ------------------------------------------------------------------
 def _editable(cp: Any) -> None:
-    if isinstance(cp, ca.DeltaCheckpointer):
-        pytest.skip("DeltaCheckpointer has history but no update_state/remove")
+    """Every checkpointer here edits and removes (DeltaCheckpointer through its memory inner)."""
 
 
 def test_history_oldest_first_full_states(cp: Any) -> None:

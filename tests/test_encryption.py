@@ -218,3 +218,88 @@ def test_prune_and_update_state_stay_encrypted(archive_url: Any) -> None:
             assert SECRET.encode() not in form, key
     with pytest.raises(ca.EncryptionError):
         again.fork(saved[-2].checkpoint_id, "copy")
+
+
+def talk(cp: ca.ArchiveCheckpointer, thread: str, n: int, per_step: int = 12) -> list[ca.Checkpoint]:
+    """Checkpoints whose *messages* (not the state) hold the secret; long enough to be paged in clear."""
+    saved, parent = [], None
+    for step in range(n):
+        messages = [{"role": "user", "content": f"{SECRET}-msg-{i}"} for i in range((step + 1) * per_step)]
+        c = ca.Checkpoint.new(thread, {"n": step}, step=step, parent_id=parent, messages=messages, protect=False)
+        cp.save(c)
+        saved.append(c)
+        parent = c.checkpoint_id
+    return saved
+
+
+@pytest.mark.parametrize("backend", ["local", "memory"])
+def test_messages_are_never_stored_in_clear(archive_url: Any, backend: str) -> None:
+    url, opts = archive_url(backend)
+    cp = ca.open_archive(url, storage_options=opts, full_snapshot_interval=3, encryption=enc())
+    saved = talk(cp, "t", 7)  # snapshots of > PAGE_ITEMS messages, inline message ops (append) and a rewrite
+    edited = cp.update_state(saved[4].checkpoint_id, {"n": 40}, 1)  # re-bases its delta child (snapshots)
+    logs = [unseal(d, "commit") for k, d in stored(cp).items() if "/_log/" in k and k.endswith(".json")]
+    inline = [op for doc in logs for a in doc["actions"] for op in a.get("ops", [])]
+    assert any(op.get("target") == "messages" for op in inline)  # message ops stored inline, before compaction
+    cp.compact("t")  # message ops move to the Parquet segment
+    again = ca.open_archive(url, storage_options=opts, encryption=enc())
+    for c in saved:
+        assert again.load_by_id(c.checkpoint_id).messages == c.messages  # type: ignore[union-attr]
+    edited_back = again.load_by_id(saved[4].checkpoint_id)
+    assert edited == 2 and edited_back is not None and edited_back.state == {"n": 40}
+    assert edited_back.messages == saved[4].messages  # an edit keeps the (encrypted) messages
+    assert again.verify().ok
+    assert again.restore_state(saved[5].checkpoint_id).messages == saved[5].messages
+    objects = stored(cp)
+    assert not any("/pages/" in k for k in objects)  # encrypted: no (plaintext-named) shared pages
+    segment = next(data for key, data in objects.items() if key.endswith(".parquet"))
+    rows = pq.read_table(io.BytesIO(segment)).to_pylist()
+    message_rows = [r for r in rows if r["target"] == "messages"]
+    assert message_rows and all(r["value"].startswith('"enc1:') for r in message_rows)
+    for key, data in objects.items():
+        for form in readable_forms(key, data):
+            assert SECRET.encode() not in form, key
+    records = [
+        r
+        for key, data in objects.items()
+        if "/_log/" in key and key.endswith(".json")
+        for a in unseal(data, "commit")["actions"]
+        if "record" in a
+        for r in [a["record"]]
+    ]
+    assert records and all("messages_mac" in r and "messages_sha256" not in r for r in records)
+
+
+def test_moved_message_op_value_fails_to_decrypt(archive_url: Any) -> None:
+    """A message op's ciphertext is bound to its target: relabelled as a state op, it does not open."""
+    url, opts = archive_url("memory")
+    cp = ca.open_archive(url, storage_options=opts, full_snapshot_interval=10, encryption=enc())
+    first = ca.Checkpoint.new("t", {"n": 0}, messages=[SECRET])
+    cp.save(first)
+    cp.save(ca.Checkpoint.new("t", {"n": 0}, step=1, parent_id=first.checkpoint_id, messages=[SECRET, SECRET]))
+    key = layout.log_key("t", 2)
+    doc = unseal(run_sync(cp.store.get(key)), "commit")
+    ops = doc["actions"][0]["ops"]
+    assert [op.get("target") for op in ops] == ["messages"]
+    ops[0].pop("target")
+    run_sync(cp.store.put(key, seal(doc)))
+    run_sync(cp.store.delete([layout.head_key("t")]))
+    with pytest.raises(ca.DecryptionFailed):
+        ca.open_archive(url, storage_options=opts, encryption=enc()).load("t")
+
+
+def test_migration_edit_of_a_plaintext_checkpoint_is_encrypted_and_still_proven(archive_url: Any) -> None:
+    url, opts = archive_url("memory")
+    plain = ca.open_archive(url, storage_options=opts)
+    first = ca.Checkpoint.new("t", {"n": 0}, messages=[SECRET])
+    plain.save(first)
+    lenient = ca.open_archive(url, storage_options=opts, encryption=enc(required=False))
+    assert lenient.update_state(first.checkpoint_id, {"n": 1}, 1) == 2
+    again = ca.open_archive(url, storage_options=opts, encryption=enc(required=False))
+    loaded = again.load_by_id(first.checkpoint_id)
+    assert loaded is not None and loaded.state == {"n": 1} and loaded.messages == [SECRET]
+    assert again.verify().ok
+    record = again.list("t")[0]
+    assert record.version == 2
+    snapshots = [d for k, d in stored(again).items() if "/snapshots/" in k]
+    assert sum(SECRET.encode() in f for d in snapshots for f in readable_forms("", d)) == 1  # the old one only

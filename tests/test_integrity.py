@@ -235,3 +235,37 @@ def test_paged_snapshots_are_verified(archive_url: Any, backend: str) -> None:
     assert report.problems and {p.kind for p in report.problems} <= {"DigestMismatch", "TruncatedObject", "BrokenChain"}
     with pytest.raises(ca.IntegrityError):
         cp.validate_integrity(saved[0].checkpoint_id)
+
+
+def test_tampered_messages_are_caught_by_the_messages_digest(archive_url: Any, backend: str) -> None:
+    url, opts = archive_url(backend)
+    cp = ca.open_archive(url, storage_options=opts, full_snapshot_interval=4)
+    first = ca.Checkpoint.new("t", {"n": 0}, messages=[{"role": "user", "content": "hi"}])
+    cp.save(first)
+    second = ca.Checkpoint.new(
+        "t", {"n": 0}, step=1, parent_id=first.checkpoint_id, messages=[*first.messages, "how are you?"]
+    )
+    cp.save(second)
+    records = [a["record"] for s in (1, 2) for a in unseal(get(cp, layout.log_key("t", s)), "commit")["actions"]]
+    assert all(
+        r["messages_sha256"] == codec.sha256(codec.dumps(c.messages))
+        for r, c in zip(records, [first, second], strict=True)
+    )
+    assert fresh(cp).verify().ok
+    # a consistent forgery of the stored messages: the delta's message op is altered and the commit resealed
+    # (the state and every object digest stay right; only the messages digest can tell)
+    key = layout.log_key("t", 2)
+    doc = unseal(get(cp, key), "commit")
+    ops = doc["actions"][0]["ops"]
+    assert [op.get("target") for op in ops] == ["messages"]
+    ops[0]["value"] = ["I transfer all my money"]
+    put(cp, key, seal(doc))
+    run_sync(cp.store.delete([layout.head_key("t")]))
+    report = fresh(cp).verify()
+    assert [(p.kind, p.checkpoint_id) for p in report.problems] == [("DigestMismatch", second.checkpoint_id)]
+    assert "messages_sha256" in report.problems[0].message
+    with pytest.raises(ca.DigestMismatch, match="messages_sha256"):
+        fresh(cp).load("t")
+    with pytest.raises(ca.DigestMismatch, match="messages_sha256"):
+        fresh(cp).try_restore_state(second.checkpoint_id)
+    assert fresh(cp).load_by_id(first.checkpoint_id).messages == first.messages  # type: ignore[union-attr]

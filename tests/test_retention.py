@@ -225,7 +225,7 @@ def test_copy_uses_server_side_copy_on_s3(archive_url: Make, s3_server: S3Server
     assert payload_gets == []
 
 
-@pytest.mark.parametrize("backend", ["memory", "s3"])
+@pytest.mark.parametrize("backend", ["memory"])
 def test_prune_all_shards_and_progress(archive_url: Make, backend: str) -> None:
     archive = open_backend(archive_url, backend, full_snapshot_interval=3)
     threads = [f"user-{i}" for i in range(9)]

@@ -129,7 +129,7 @@ def test_gc_aborts_stale_multipart_uploads(archive_url: Make, s3_server: S3Serve
     assert [u["Key"] for u in uploads.get("Uploads", [])] == ["elsewhere/big.bin"]
 
 
-@pytest.mark.parametrize("backend", ["memory", "s3"])
+@pytest.mark.parametrize("backend", ["memory"])
 def test_edit_tombstones_replaced_snapshot(archive_url: Make, backend: str) -> None:
     archive = open_backend(archive_url, backend, full_snapshot_interval=3)
     saved = chat(archive, "e", 7)

@@ -172,7 +172,7 @@ class RetentionMachine(RuleBasedStateMachine):
 
 TestRetentionMachine = RetentionMachine.TestCase
 TestRetentionMachine.settings = settings(
-    max_examples=30,
+    max_examples=20,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

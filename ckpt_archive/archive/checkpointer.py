@@ -26,7 +26,7 @@ from .. import codec
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
 from ..checkpointer import AsyncCoreCheckpointer, Ids, Infos
-from ..delta import Delta, apply, diff
+from ..delta import MESSAGES, Delta, apply_checkpoint, diff_checkpoint
 from ..errors import (
     BrokenChain,
     CheckpointConflict,
@@ -34,16 +34,18 @@ from ..errors import (
     CorruptManifest,
     DuplicateCheckpointId,
     MissingObject,
+    ProtectionMismatch,
     TruncatedObject,
     UnsupportedFormatVersion,
 )
-from ..model import Checkpoint, CheckpointInfo
+from ..model import Checkpoint, CheckpointInfo, Protection, content_digest
 from . import crypto, layout, pages
+from .content import Content, paged_snapshot
 from .crypto import Encryption
 from .integrity_api import IntegrityMixin
 from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
-from .objects import SegmentReader, check_state, decode_snapshot, encode_segment, encode_snapshot, verify
+from .objects import SegmentReader, check_content, decode_snapshot_content, encode_segment, encode_snapshot, verify
 from .parts import read_folded, seal_parts
 from .schema import check_hint, id_entry_thread
 from .store import ObjectStore
@@ -87,7 +89,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         self.full_snapshot_interval = full_snapshot_interval
         self._manifests: dict[str, Manifest] = {}
         self._folded_seq: dict[str, int | None] = {}
-        self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._states: OrderedDict[str, Content] = OrderedDict()
         self._state_cache = state_cache
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
@@ -101,8 +103,8 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             lock = self._locks[thread_id] = asyncio.Lock()
         return lock
 
-    def _remember(self, checkpoint_id: str, state: dict[str, Any]) -> None:
-        self._states[checkpoint_id] = state
+    def _remember(self, checkpoint_id: str, content: Content) -> None:
+        self._states[checkpoint_id] = content
         self._states.move_to_end(checkpoint_id)
         while len(self._states) > self._state_cache:
             self._states.popitem(last=False)
@@ -238,11 +240,16 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
 
     # -- reconstructing states ---------------------------------------------------
     async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
+        """The state at the end of ``chain`` (``_materialize_content`` has the messages too)."""
+        return (await self._materialize_content(thread_id, chain, inline))[0]
+
+    async def _materialize_content(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> Content:
+        messages: list[Any] = []
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
             cached = self._states.get(state_key(chain[i]))
             if cached is not None:
-                start, state = i + 1, cached
+                start, (state, messages) = i + 1, cached
                 break
         todo = chain[start:]
         page_refs = {p["digest"]: p for r in todo if r["ref"]["type"] == "snapshot" for p in r["ref"].get("pages", [])}
@@ -259,7 +266,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                state = await self._snapshot_state(rec, data, thread_id, datas)
+                state, messages = await self._snapshot_content(rec, data, thread_id, datas)
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -269,26 +276,29 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
                 ops = inline.get(cid, [])
             else:
                 ops = []
-            state = apply(state, self._plain_ops(rec, ops, thread_id))
+            state, messages = apply_checkpoint(state, messages, self._plain_ops(rec, ops, thread_id))
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
-        self._check_state(state, chain[-1], thread_id)
-        self._remember(state_key(chain[-1]), state)
-        return state
+        self._check_content((state, messages), chain[-1], thread_id)
+        self._remember(state_key(chain[-1]), (state, messages))
+        return state, messages
 
     # -- payload decoding (encryption at rest, when configured) -------------------
-    async def _snapshot_state(
+    async def _snapshot_content(
         self, rec: Record, data: bytes, thread_id: str, datas: dict[str, bytes | None] | None = None
-    ) -> dict[str, Any]:
-        """State of a snapshot record: decrypted (when encrypted), its pages fetched and joined."""
+    ) -> Content:
+        """Content of a snapshot record: decrypted (when encrypted), its pages (state's and messages')
+        fetched and joined."""
         cid = rec["id"]
         origin = rec["ref"].get("origin", cid)  # a copied snapshot names the checkpoint it was taken of
         data = crypto.open_snapshot(self.encryption, rec, self._archive_id, thread_id, data)
-        state, table = decode_snapshot(data, thread_id=thread_id, checkpoint_id=origin, key=rec["ref"]["key"])
-        if not table:
-            return state
+        state, table, messages, message_table = decode_snapshot_content(
+            data, thread_id=thread_id, checkpoint_id=origin, key=rec["ref"]["key"]
+        )
+        if not table and not message_table:
+            return state, messages
         refs = {p["digest"]: p for p in rec["ref"].get("pages", [])}
-        needed = {d for ds in table.values() for d in ds}
+        needed = {d for t in (table, message_table) for ds in t.values() for d in ds}
         if not needed <= refs.keys():
             raise BrokenChain("snapshot names a page its record does not", thread_id=thread_id, checkpoint_id=cid)
         datas = dict(datas or {})
@@ -301,18 +311,30 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             for d in needed
         }
         try:
-            return pages.join(state, table, items)
+            state = pages.join(state, table, items)
+            messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]
         except (KeyError, TypeError, IndexError, AttributeError):
             raise TruncatedObject(
-                "snapshot's page table does not fit its state", thread_id=thread_id, checkpoint_id=cid
+                "snapshot's page table does not fit its content", thread_id=thread_id, checkpoint_id=cid
             ) from None
+        return state, messages
 
     def _plain_ops(self, rec: Record, ops: Delta, thread_id: str) -> Delta:
         return crypto.open_ops(self.encryption, rec, self._archive_id, thread_id, ops)
 
-    def _check_state(self, state: dict[str, Any], rec: Record, thread_id: str) -> None:
-        check_state(state, rec, thread_id)
-        crypto.check_mac(self.encryption, rec, thread_id, state)
+    def _check_content(self, content: Content, rec: Record, thread_id: str) -> None:
+        """The rebuilt content must match the digests (or, encrypted, the MACs) recorded at save.
+
+        A protected record's own digests (``fields.protection``) are compared first, so a forgery of a
+        protected checkpoint is reported as the ``ProtectionMismatch`` its protection promises."""
+        protection = rec.get("fields", {}).get("protection")
+        if isinstance(protection, dict):
+            where = {"thread_id": thread_id, "checkpoint_id": rec["id"]}
+            for name, value in (("state", content[0]), ("messages", content[1])):
+                if protection.get(f"{name}_sha256") != content_digest(value):
+                    raise ProtectionMismatch(f"{name} differs from the digest recorded at creation", **where)
+        check_content(content, rec, thread_id)
+        crypto.check_mac(self.encryption, rec, thread_id, content)
 
     @staticmethod
     def _fetched(datas: dict[str, bytes | None], key: str, thread_id: str, checkpoint_id: str) -> bytes:
@@ -326,28 +348,38 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             )
         return data
 
-    def _checkpoint(self, thread_id: str, rec: Record, state: dict[str, Any]) -> Checkpoint:
+    def _checkpoint(self, thread_id: str, rec: Record, content: Content) -> Checkpoint:
+        """The caller's private copy of a checkpoint; its protection, when present, is checked."""
         f = rec.get("fields", {})
-        return Checkpoint.model_construct(
+        state, messages = codec.loads(codec.dumps(content))
+        protection = f.get("protection")
+        ckpt = Checkpoint.model_construct(
             thread_id=thread_id,
             checkpoint_id=rec["id"],
             parent_id=rec.get("parent"),
             step=rec["step"],
-            state=codec.loads(codec.dumps(state)),  # a private copy for the caller
+            state=state,
             pending_nodes=list(f.get("pending_nodes", [])),
             metadata=dict(rec.get("metadata", {})),
             created_at=datetime.fromisoformat(rec["created_at"]),
             cleared_interrupt=f.get("cleared_interrupt"),
             attempts=dict(f.get("attempts", {})),
             child_ledger=dict(f.get("child_ledger", {})),
+            run_id=f.get("run_id"),
+            node_id=f.get("node_id"),
+            messages=messages,
+            protection=None if protection is None else Protection.model_validate(protection),
         )
+        ckpt.check_protection()
+        return ckpt
 
-    async def _state_of(self, m: Manifest, checkpoint_id: str) -> dict[str, Any]:
+    async def _content_of(self, m: Manifest, checkpoint_id: str) -> Content:
+        """(state, messages) of a checkpoint of ``m``, from the cache or rebuilt from its chain."""
         rec = m.records.get(checkpoint_id)
         cached = self._states.get(state_key(rec)) if rec is not None else None
         if cached is not None:
             return cached
-        return await self._materialize(m.thread_id, m.chain(checkpoint_id), m.inline)
+        return await self._materialize_content(m.thread_id, m.chain(checkpoint_id), m.inline)
 
     # -- the protocol ------------------------------------------------------------
     async def _load(self, thread_id: str) -> Checkpoint | None:
@@ -357,13 +389,13 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             hint, _ = await asyncio.gather(self._read_hint(thread_id), self._check_root())
             if hint is not None and hint.get("chain"):
                 chain, inline = hint_chain(hint)
-                probe, state = await asyncio.gather(
+                probe, content = await asyncio.gather(
                     self.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
-                    self._materialize(thread_id, chain, inline),
+                    self._materialize_content(thread_id, chain, inline),
                 )
                 if probe is None:
                     self._hint_heads[thread_id] = chain[-1]["id"]  # the head this writer last read
-                    return self._checkpoint(thread_id, chain[-1], state)
+                    return self._checkpoint(thread_id, chain[-1], content)
             m = await self._manifest(thread_id, hint=hint)
         else:
             await self._check_root()
@@ -371,7 +403,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         if m.head is None:
             return None
         rec = m.records[m.head]
-        return self._checkpoint(thread_id, rec, await self._state_of(m, m.head))
+        return self._checkpoint(thread_id, rec, await self._content_of(m, m.head))
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
         data, _ = await asyncio.gather(self.store.get_or_none(layout.id_key(checkpoint_id)), self._check_root())
@@ -382,7 +414,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         rec = m.records.get(checkpoint_id)
         if rec is None:
             return None
-        return self._checkpoint(thread_id, rec, await self._state_of(m, checkpoint_id))
+        return self._checkpoint(thread_id, rec, await self._content_of(m, checkpoint_id))
 
     async def _list(self, thread_id: str) -> Infos:
         layout.thread_dir(thread_id)
@@ -416,6 +448,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         codec.check_json(checkpoint.state)
+        checkpoint.check_protection()
         thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
         layout.thread_dir(thread_id)
         layout.id_key(cid)
@@ -442,7 +475,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, writes, state = await self._prepare(m, checkpoint, parent_id)
+                actions, writes, content = await self._prepare(m, checkpoint, parent_id)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
                     index_written = True
@@ -460,16 +493,15 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
             self._read_at[thread_id] = time.monotonic()
-            self._remember(f"{cid}@1", state)
+            self._remember(f"{cid}@1", content)
             await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
         return cid
 
     async def _prepare(
         self, m: Manifest, ckpt: Checkpoint, parent_id: str | None
-    ) -> tuple[list[dict[str, Any]], list[Any], dict[str, Any]]:
-        """Actions of the commit, payload writes to run before it, and the new state."""
-        raw = codec.dumps(ckpt.state)
-        state = codec.loads(raw)
+    ) -> tuple[list[dict[str, Any]], list[Any], Content]:
+        """Actions of the commit, payload writes to run before it, and the new content."""
+        state, messages = codec.loads(codec.dumps([ckpt.state, ckpt.messages]))
         parent = m.records.get(parent_id) if parent_id else None
         depth = None if parent is None else int(parent["depth"])
         record: Record = {
@@ -487,20 +519,23 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             "version": 1,
         }
         enc = self.encryption
-        record.update(self.state_digest(raw))
+        record.update(self.content_digests((state, messages)))
+        for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
+            if getattr(ckpt, name) is not None:
+                record["fields"][name] = getattr(ckpt, name)
+        if ckpt.protection is not None:
+            record["fields"]["protection"] = ckpt.protection.model_dump()
         writes: list[Any] = []
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
             new_pages: list[tuple[str, bytes]] = []
             page_refs: list[dict[str, Any]] = []
-            if enc is not None:  # no shared pages: their names would be digests of plaintext
-                data = self.seal_snapshot(m.thread_id, ckpt.checkpoint_id, state)
+            if enc is not None:  # no shared pages (of state or messages): their names would be digests of plaintext
+                data = self.seal_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages))
             else:
                 known = self._known_pages(m, parent_id)
-                page_key = lambda d: layout.page_key(m.thread_id, d)  # noqa: E731
-                tails, table, new_pages, page_refs = pages.split(state, page_key, known)
-                data = encode_snapshot(m.thread_id, ckpt.checkpoint_id, tails, table)
+                data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
             writes.append(self.store.put(key, data))
             writes.extend(self.store.put(k, d) for k, d in new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
@@ -514,7 +549,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
                 actions.append(action)
             actions.insert(0, {"action": "add", "record": record})
         else:
-            ops = diff(await self._state_of(m, parent_id), state)
+            ops = diff_checkpoint(*await self._content_of(m, parent_id), state, messages)
             if enc is not None:
                 ops = crypto.seal_ops(enc, self._archive_id, m.thread_id, ckpt.checkpoint_id, ops)
             assert depth is not None
@@ -525,23 +560,26 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             else:
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
-        return actions, writes, state
+        return actions, writes, (state, messages)
 
-    def state_digest(self, raw_state: bytes) -> dict[str, Any]:
-        """Record fields proving a state: ``state_sha256``, or with encryption ``enc`` + keyed ``state_mac``
-        (a plain digest would let anyone confirm a guessed state)."""
+    def content_digests(self, content: Content) -> dict[str, Any]:
+        """Record fields proving a content: ``state_sha256`` + ``messages_sha256``, or with encryption
+        ``enc`` + keyed ``state_mac`` + ``messages_mac`` (a plain digest would let anyone confirm a guess)."""
+        raw_state, raw_messages = codec.dumps(content[0]), codec.dumps(content[1])
         enc = self.encryption
         if enc is None:
-            return {"state_sha256": codec.sha256(raw_state)}
+            return {"state_sha256": codec.sha256(raw_state), "messages_sha256": codec.sha256(raw_messages)}
         return {
             "enc": {"alg": crypto.ALG, "key_id": enc.active_key_id},
             "state_mac": enc.mac(enc.active_key_id, raw_state),
+            "messages_mac": enc.mac(enc.active_key_id, raw_messages),
         }
 
-    def seal_snapshot(self, thread_id: str, checkpoint_id: str, state: dict[str, Any]) -> bytes:
-        """An encrypted (unpaged) snapshot object; needs ``encryption``."""
+    def seal_snapshot(self, thread_id: str, checkpoint_id: str, content: Content) -> bytes:
+        """An encrypted, unpaged snapshot object of state *and* messages; needs ``encryption``."""
         assert self.encryption is not None
-        data = encode_snapshot(thread_id, checkpoint_id, state)
+        state, messages = content
+        data = encode_snapshot(thread_id, checkpoint_id, state, messages=messages)
         return self.encryption.seal(data, crypto.aad(self._archive_id, thread_id, checkpoint_id, "snapshot"))
 
     @staticmethod

@@ -8,9 +8,11 @@ What is encrypted, and what stays clear (see docs/FORMAT.md, "Encryption at rest
   same envelope around the value's canonical JSON -- inline in commit entries, and as is
   in the Parquet ``value`` column after compaction. Op kind, path, key, ids and steps
   stay clear, so analysts can still see *what* changed, not *to what*;
-* the record gets ``enc: {"alg", "key_id"}`` and, instead of the plain ``state_sha256``
-  (which would let anyone confirm a guessed state), ``state_mac``: HMAC-SHA256 of the
-  state under the data key.
+* messages are content like the state: inside the sealed snapshot (never in shared pages),
+  and message ops (``target: "messages"``) have their values sealed like state ops;
+* the record gets ``enc: {"alg", "key_id"}`` and, instead of the plain ``state_sha256`` and
+  ``messages_sha256`` (which would let anyone confirm a guess), ``state_mac`` and
+  ``messages_mac``: HMAC-SHA256 of the state and of the messages under the data key.
 
 The associated data binds every ciphertext to the archive (its marker's digest), the
 thread, the checkpoint and the object (snapshot, or op index and path), so a ciphertext
@@ -111,13 +113,20 @@ def aad(archive_id: str, thread_id: str, checkpoint_id: str, what: str) -> bytes
     return codec.dumps(["ckpt_archive", archive_id, thread_id, checkpoint_id, what])
 
 
+def _op_what(i: int, op: dict[str, Any]) -> str:
+    """Associated data of an op's value: its index, path and (for a message op) its target."""
+    what = f"op:{i}:{codec.dumps(op.get('path')).decode()}"
+    target = op.get("target")
+    return what if target is None else f"{what}:{target}"
+
+
 def seal_ops(enc: Encryption, archive_id: str, thread_id: str, checkpoint_id: str, ops: Delta) -> Delta:
     out: Delta = []
     for i, op in enumerate(ops):
         if op.get("op") == "del":
             out.append(op)
             continue
-        what = f"op:{i}:{codec.dumps(op['path']).decode()}"
+        what = _op_what(i, op)
         blob = enc.seal(codec.dumps(op.get("value")), aad(archive_id, thread_id, checkpoint_id, what))
         out.append({**op, "value": VALUE_PREFIX + base64.b64encode(blob).decode()})
     return out
@@ -145,7 +154,7 @@ def open_ops(enc: Encryption | None, record: dict[str, Any], archive_id: str, th
             blob = base64.b64decode(value[len(VALUE_PREFIX) :], validate=True)
         except ValueError:
             raise DecryptionFailed("encrypted value is not base64", **where) from None
-        what = f"op:{i}:{codec.dumps(op.get('path')).decode()}"
+        what = _op_what(i, op)
         plain = enc.open(blob, aad(archive_id, thread_id, cid, what), where)
         out.append({**op, "value": codec.loads(plain)})
     return out
@@ -165,13 +174,19 @@ def open_snapshot(
     return enc.open(data, aad(archive_id, thread_id, cid, "snapshot"), where)
 
 
-def check_mac(enc: Encryption | None, record: dict[str, Any], thread_id: str, state: dict[str, Any]) -> None:
-    mac = record.get("state_mac")
-    if mac is None or enc is None:
+def check_mac(
+    enc: Encryption | None, record: dict[str, Any], thread_id: str, content: tuple[dict[str, Any], list[Any]]
+) -> None:
+    """A rebuilt (state, messages) must match ``state_mac`` / ``messages_mac`` (where recorded)."""
+    if enc is None:
         return
-    if not hmac.compare_digest(enc.mac(record["enc"]["key_id"], codec.dumps(state)), str(mac)):
-        raise DecryptionFailed(
-            "rebuilt state does not match the state_mac recorded at save",
-            thread_id=thread_id,
-            checkpoint_id=record["id"],
-        )
+    for name, value in (("state", content[0]), ("messages", content[1])):
+        mac = record.get(f"{name}_mac")
+        if mac is None:
+            continue
+        if not hmac.compare_digest(enc.mac(record["enc"]["key_id"], codec.dumps(value)), str(mac)):
+            raise DecryptionFailed(
+                f"rebuilt {name} does not match the {name}_mac recorded at save",
+                thread_id=thread_id,
+                checkpoint_id=record["id"],
+            )

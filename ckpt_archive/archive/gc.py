@@ -68,7 +68,6 @@ async def _thread_gc(
     forget: set[str],
 ) -> list[str]:
     """Collect one thread; returns the keys to delete (and updates the report)."""
-    cp._manifests.pop(thread_id, None)  # read the log afresh
     m = await cp._manifest(thread_id)
     refs = m.referenced_keys()
     live_ids.update(layout.id_key(cid) for cid in m.records)
@@ -162,6 +161,8 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcRe
     grace = cp.gc_grace if grace is None else grace
     if grace < timedelta(0):
         raise ValueError("grace must not be negative")
+    # a private reader: gc reads every manifest afresh and must not move this instance's known heads
+    cp = type(cp)(cp.store, full_snapshot_interval=cp.full_snapshot_interval, url=cp.url, gc_grace=cp.gc_grace)
     await cp._check_root()
     cutoff = datetime.now(UTC) - grace
     report = GcReport()

@@ -19,11 +19,12 @@ from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..delta import apply
+from ..delta import apply_checkpoint
 from ..errors import CheckpointConflict, EncryptionError, MissingObject
 from ..model import RESERVED_PREFIX, Checkpoint, uuid7
 from ..retention import PINNED_KEY
 from . import layout
+from .content import Content
 from .maintenance import Plan, commit_maintenance, snapshot_ref, thread_of
 from .manifest import Manifest, Record
 from .objects import SegmentReader, verify
@@ -41,7 +42,7 @@ async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator
     layout.thread_dir(thread_id)
     await cp._check_root()
     m = await cp._manifest(thread_id)
-    states: OrderedDict[str, dict[str, Any]] = OrderedDict()
+    states: OrderedDict[str, Content] = OrderedDict()
     readers: OrderedDict[str, SegmentReader] = OrderedDict()
 
     async def fetch(rec: Record) -> bytes:
@@ -60,12 +61,12 @@ async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator
     for rec in list(m.records.values()):
         cid, ref = rec["id"], rec["ref"]
         if ref["type"] == "snapshot":  # snapshot + its shared pages, checked, as in a load
-            state = await cp._materialize(thread_id, [rec], m.inline)
+            content = await cp._materialize_content(thread_id, [rec], m.inline)
         else:
             parent = rec.get("parent")
             base = states.get(parent) if parent is not None else None
             if base is None:
-                base = await cp._state_of(m, str(parent))
+                base = await cp._content_of(m, str(parent))
             if ref["type"] == "segment":
                 reader = readers.get(ref["key"])
                 if reader is None:
@@ -78,12 +79,12 @@ async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator
                 ops = m.inline.get(cid, [])
             else:
                 ops = []
-            state = apply(base, cp._plain_ops(rec, ops, thread_id))
-            cp._check_state(state, rec, thread_id)
-        states[cid] = state
+            content = apply_checkpoint(*base, cp._plain_ops(rec, ops, thread_id))
+            cp._check_content(content, rec, thread_id)
+        states[cid] = content
         while len(states) > _KEEP_STATES:
             states.popitem(last=False)
-        yield cp._checkpoint(thread_id, rec, state)
+        yield cp._checkpoint(thread_id, rec, content)
 
 
 def _copied_ref(cp: ArchiveCheckpointer, dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> Any:
@@ -139,8 +140,8 @@ async def fork(cp: ArchiveCheckpointer, checkpoint_id: str, new_thread_id: str) 
             writes += [cp.store.copy(a, b) for a, b in copies.items()]
             size = int(ref.get("size", 0))
         else:
-            state = await cp._state_of(src, checkpoint_id)
-            ref, objects, size = snapshot_ref(new_thread_id, {**rec, "id": new_id}, state, {})
+            content = await cp._content_of(src, checkpoint_id)
+            ref, objects, size = snapshot_ref(new_thread_id, {**rec, "id": new_id}, content, {})
             writes.extend(cp.store.put(k, d) for k, d in objects)
         meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
         meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}

@@ -20,14 +20,14 @@ class IntegrityMixin:
     async def _validate(self, checkpoint_id: str) -> dict[str, Any]:
         await self._arch()._check_root()
         m, _ = await locate(self._arch(), checkpoint_id)
-        state, _ = await rebuild(self._arch(), m, checkpoint_id, strict=True)
+        (state, _messages), _ = await rebuild(self._arch(), m, checkpoint_id, strict=True)
         return state
 
     async def _restore(self, checkpoint_id: str) -> RestoredState:
         await self._arch()._check_root()
         m, thread_id = await locate(self._arch(), checkpoint_id)
-        state, notes = await rebuild(self._arch(), m, checkpoint_id, strict=False)
-        return RestoredState(thread_id, checkpoint_id, state, tuple(notes))
+        (state, messages), notes = await rebuild(self._arch(), m, checkpoint_id, strict=False)
+        return RestoredState(thread_id, checkpoint_id, state, tuple(notes), messages)
 
     def verify(self, thread_id: str | None = None) -> VerifyReport:
         """Check every object of the archive (or one thread); reports *every* problem, raises none."""

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import codec
 from ..errors import CheckpointConflict, CheckpointNotFound, CheckpointVersionConflict, InvalidState
+from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
-from . import layout, pages
+from . import layout
+from .content import Content, paged_snapshot
 from .manifest import Manifest, Record, now_iso, ref_keys, unseal
-from .objects import encode_snapshot
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
@@ -62,16 +63,15 @@ async def commit_maintenance(cp: ArchiveCheckpointer, thread_id: str, plan: Plan
 
 
 def snapshot_ref(
-    thread_id: str, rec: Record, state: dict[str, Any], known: dict[str, dict[str, Any]]
+    thread_id: str, rec: Record, content: Content, known: dict[str, dict[str, Any]]
 ) -> tuple[dict[str, Any], list[tuple[str, bytes]], int]:
-    """A fresh full snapshot of ``rec``'s state: (ref, objects to write, bytes written).
+    """A fresh full snapshot of ``rec``'s content (state and messages): (ref, objects to write, bytes).
 
     Long lists go to the thread's shared pages as in a save; ``known`` are the
     page refs already stored (reused, not rewritten).
     """
     key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-    tails, table, new_pages, page_refs = pages.split(state, lambda d: layout.page_key(thread_id, d), known)
-    data = encode_snapshot(thread_id, rec["id"], tails, table)
+    data, new_pages, page_refs = paged_snapshot(thread_id, rec["id"], content, known)
     ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
     if page_refs:
         ref["pages"] = page_refs
@@ -90,21 +90,23 @@ def known_pages(m: Manifest) -> dict[str, dict[str, Any]]:
 
 
 async def rewrite_full(
-    cp: ArchiveCheckpointer, m: Manifest, rec: Record, state: dict[str, Any], writes: list[Awaitable[None]]
+    cp: ArchiveCheckpointer, m: Manifest, rec: Record, content: Content, writes: list[Awaitable[None]]
 ) -> tuple[dict[str, Any], int]:
     """Plan a new full snapshot for ``rec`` (its writes appended to ``writes``): (record changes, bytes).
 
-    The changes carry the state's digest (or, encrypted, its key id and MAC) so the record stays provable.
+    The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
     """
     if cp.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
         key = layout.rewrite_snapshot_key(m.thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-        data = cp.seal_snapshot(m.thread_id, rec["id"], state)
+        data = cp.seal_snapshot(m.thread_id, rec["id"], content)
         ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
         objects, size = [(key, data)], len(data)
     else:
-        ref, objects, size = snapshot_ref(m.thread_id, rec, state, known_pages(m))
+        ref, objects, size = snapshot_ref(m.thread_id, rec, content, known_pages(m))
     writes.extend(cp.store.put(k, d) for k, d in objects)
-    digest = cp.state_digest(codec.dumps(state))
+    digest = cp.content_digests(content)
+    # an update merges into the record: a plain digest of the old content must not survive its encryption
+    digest.update({name: None for name in ("state_sha256", "messages_sha256") if name in rec and name not in digest})
     return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
 
 
@@ -130,7 +132,7 @@ async def plan_removal(
     for cid, rec in after.items():
         if rec["kind"] != "delta" or rec.get("parent") not in remove:
             continue
-        change, size = await rewrite_full(cp, m, rec, await cp._state_of(m, cid), writes)
+        change, size = await rewrite_full(cp, m, rec, await cp._content_of(m, cid), writes)
         actions.append({"action": "rebase", "id": cid, "set": change})
         after[cid] = {**rec, **change}
         report.rebased.append(cid)
@@ -234,7 +236,7 @@ async def update_state(
     state = codec.loads(codec.dumps(state))
     thread_id = await thread_of(cp, checkpoint_id)
 
-    async def plan(m: Manifest) -> Plan[int]:
+    async def plan(m: Manifest) -> Plan[tuple[int, list[Any]]]:
         rec = _record(m, checkpoint_id)
         version = int(rec.get("version", 1))
         if version != expected_version:
@@ -246,20 +248,25 @@ async def update_state(
         after = dict(m.records)
         for cid, child in m.records.items():
             if child.get("parent") == checkpoint_id and child["kind"] == "delta":
-                change, _ = await rewrite_full(cp, m, child, await cp._state_of(m, cid), writes)
+                change, _ = await rewrite_full(cp, m, child, await cp._content_of(m, cid), writes)
                 actions.append({"action": "rebase", "id": cid, "set": change})
                 after[cid] = {**child, **change}
-        change, _ = await rewrite_full(cp, m, rec, state, writes)
+        messages = (await cp._content_of(m, checkpoint_id))[1]  # an edit replaces the state only
+        change, _ = await rewrite_full(cp, m, rec, (state, messages), writes)
         change["version"] = version + 1
+        fields = rec.get("fields", {})
+        if fields.get("protection") is not None:  # an edit is sanctioned: protect the new content anew
+            binding = fields["protection"].get("binding_sha256")
+            change["fields"] = {**fields, "protection": Protection.of(state, messages, binding).model_dump()}
         actions.append({"action": "update", "id": checkpoint_id, "set": change})
         after[checkpoint_id] = {**rec, **change}
         tomb = _tombstone(m.referenced_keys(), after.values(), {})
         if tomb is not None:
             actions.append(tomb)
-        return actions, writes, version + 1
+        return actions, writes, (version + 1, messages)
 
-    new_version = await commit_maintenance(cp, thread_id, plan)
-    cp._remember(f"{checkpoint_id}@{new_version}", state)
+    new_version, messages = await commit_maintenance(cp, thread_id, plan)
+    cp._remember(f"{checkpoint_id}@{new_version}", (state, messages))
     return new_version
 
 

@@ -32,7 +32,10 @@ from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
 KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "rebase", "update", "tombstone", "purge"})
-UPDATABLE = frozenset({"kind", "depth", "ref", "bytes", "version", "metadata", "state_sha256", "state_mac", "enc"})
+UPDATABLE = frozenset(
+    {"kind", "depth", "ref", "bytes", "version", "metadata", "fields"}
+    | {"state_sha256", "messages_sha256", "state_mac", "messages_mac", "enc"}
+)
 
 
 def seal(doc: dict[str, Any]) -> bytes:

@@ -25,15 +25,18 @@ SEGMENT_SCHEMA = pa.schema(
         ("key", pa.string()),
         ("path", pa.string()),
         ("value", pa.string()),
+        ("target", pa.string()),
     ]
 )
+"""``target`` is null for a state op and ``"messages"`` for an op on the message list; segments
+written before the column existed have no ``target`` column (every row is a state op)."""
 # Statistics on JSON values would store each large value twice more (min/max); keep them where they
 # help predicate pushdown. The thread id comes from the hive partition folder.
 _PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "compression_level": 9,
     "write_statistics": ["step"],
-    "use_dictionary": ["op", "key"],
+    "use_dictionary": ["op", "key", "target"],
     "write_page_index": False,
 }
 _META_VERSION = b"ckpt_archive.format_version"
@@ -57,22 +60,32 @@ def verify(data: bytes, ref: dict[str, Any], *, thread_id: str, checkpoint_id: s
         )
 
 
-def check_state(state: dict[str, Any], record: dict[str, Any], thread_id: str) -> None:
-    """A rebuilt state must hash to the ``state_sha256`` recorded at save (records that have one)."""
-    want = record.get("state_sha256")
-    if want is not None and codec.sha256(codec.dumps(state)) != want:
-        raise DigestMismatch(
-            "rebuilt state differs from the state_sha256 recorded when it was saved",
-            thread_id=thread_id,
-            checkpoint_id=record.get("id"),
-            key=record.get("ref", {}).get("key"),
-        )
+def check_content(content: tuple[dict[str, Any], list[Any]], record: dict[str, Any], thread_id: str) -> None:
+    """A rebuilt (state, messages) must hash to the ``state_sha256`` and ``messages_sha256`` recorded
+    at save (each checked where the record has it: records written before messages have neither)."""
+    for name, value in (("state", content[0]), ("messages", content[1])):
+        want = record.get(f"{name}_sha256")
+        if want is not None and codec.sha256(codec.dumps(value)) != want:
+            raise DigestMismatch(
+                f"rebuilt {name} differ from the {name}_sha256 recorded when it was saved"
+                if name == "messages"
+                else "rebuilt state differs from the state_sha256 recorded when it was saved",
+                thread_id=thread_id,
+                checkpoint_id=record.get("id"),
+                key=record.get("ref", {}).get("key"),
+            )
 
 
 def encode_snapshot(
-    thread_id: str, checkpoint_id: str, state: dict[str, Any], pages: dict[str, list[str]] | None = None
+    thread_id: str,
+    checkpoint_id: str,
+    state: dict[str, Any],
+    pages: dict[str, list[str]] | None = None,
+    messages: list[Any] | None = None,
+    message_pages: dict[str, list[str]] | None = None,
 ) -> bytes:
-    doc = {
+    """``messages``/``message_pages``: the message list's tail and page table (absent when empty)."""
+    doc: dict[str, Any] = {
         "format_version": codec.FORMAT_VERSION,
         "type": "snapshot",
         "thread_id": thread_id,
@@ -80,6 +93,10 @@ def encode_snapshot(
         "state": state,
         "pages": pages or {},
     }
+    if messages or message_pages:
+        doc["messages"] = messages or []  # absent means no messages (and in snapshots written before them)
+    if message_pages:
+        doc["message_pages"] = message_pages
     return codec.compress(codec.dumps(doc))
 
 
@@ -87,6 +104,14 @@ def decode_snapshot(
     data: bytes, *, thread_id: str, checkpoint_id: str, key: str
 ) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """(state with long lists cut to their tails, {path json: [page digests]})."""
+    state, pages, _, _ = decode_snapshot_content(data, thread_id=thread_id, checkpoint_id=checkpoint_id, key=key)
+    return state, pages
+
+
+def decode_snapshot_content(
+    data: bytes, *, thread_id: str, checkpoint_id: str, key: str
+) -> tuple[dict[str, Any], dict[str, list[str]], list[Any], dict[str, list[str]]]:
+    """(state tails, state page table, messages tail, messages page table) of a snapshot object."""
     try:
         doc = codec.decode_document(data, f"snapshot {key!r}", compressed=True)
     except UnsupportedFormatVersion:
@@ -100,11 +125,17 @@ def decode_snapshot(
             checkpoint_id=checkpoint_id,
             key=key,
         )
+    messages = doc.get("messages", [])
+    if not isinstance(messages, list):
+        raise IntegrityError(
+            "snapshot's messages are not a list", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
+        )
     state: dict[str, Any] = doc["state"]
     pages = doc.get("pages") or {}
-    if not isinstance(pages, dict):
+    message_pages = doc.get("message_pages") or {}
+    if not isinstance(pages, dict) or not isinstance(message_pages, dict):
         raise TruncatedObject("snapshot has a malformed page table", thread_id=thread_id, key=key)
-    return state, pages
+    return state, pages, messages, message_pages
 
 
 def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) -> tuple[bytes, dict[str, int]]:
@@ -126,6 +157,7 @@ def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) ->
                 cols["key"].append(path[0])
                 cols["path"].append(codec.dumps(path).decode())
                 cols["value"].append(None if op["op"] == "del" else codec.dumps(op.get("value")).decode())
+                cols["target"].append(op.get("target"))
             writer.write_table(pa.table(cols, schema=schema), row_group_size=len(ops) + 1)
             groups[checkpoint_id] = len(groups)
     return buf.getvalue(), groups
@@ -153,21 +185,24 @@ class SegmentReader:
 
     def ops(self, checkpoint_id: str, row_group: int) -> Delta:
         try:
-            table = self._file.read_row_group(row_group, columns=["checkpoint_id", "op", "path", "value"])
+            columns = ["checkpoint_id", "op", "path", "value"]
+            has_target = "target" in self._file.schema_arrow.names
+            if has_target:
+                columns.append("target")
+            table = self._file.read_row_group(row_group, columns=columns)
             rows = table.to_pydict()
+            targets = rows["target"] if has_target else [None] * table.num_rows
             out: Delta = []
-            for cid, op, path, value in zip(
-                rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], strict=True
+            for cid, op, path, value, target in zip(
+                rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], targets, strict=True
             ):
                 if cid != checkpoint_id:
                     raise ValueError("row group holds another checkpoint")
-                out.append(
-                    {
-                        "op": op,
-                        "path": codec.loads(path),
-                        "value": None if value is None else codec.loads(value),
-                    }
-                )
+                decoded = None if value is None else codec.loads(value)
+                entry = {"op": op, "path": codec.loads(path), "value": decoded}
+                if target is not None:
+                    entry["target"] = target
+                out.append(entry)
             return out
         except Exception as exc:
             raise TruncatedObject(

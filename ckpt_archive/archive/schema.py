@@ -69,11 +69,13 @@ def _record(rec: Any, thread_id: str) -> None:
         raise _Bad("record created_at is not a timestamp") from None
     _need(isinstance(rec.get("metadata", {}), dict) and isinstance(rec.get("fields", {}), dict), "record fields")
     _need(_int(rec.get("bytes", 0)) and _int(rec.get("version", 1)), "record sizes")
-    sha = rec.get("state_sha256")
-    _need(sha is None or (isinstance(sha, str) and bool(_SHA256.fullmatch(sha))), "record state_sha256")
+    for name in ("state_sha256", "messages_sha256"):
+        sha = rec.get(name)
+        _need(sha is None or (isinstance(sha, str) and bool(_SHA256.fullmatch(sha))), f"record {name}")
     enc = rec.get("enc")
     _need(enc is None or (isinstance(enc, dict) and isinstance(enc.get("key_id"), str)), "record enc")
     _need(enc is None or isinstance(rec.get("state_mac"), str), "encrypted record without state_mac")
+    _need(rec.get("messages_mac") is None or isinstance(rec["messages_mac"], str), "record messages_mac")
     _ref(rec.get("ref"), thread_id)
     _need(rec["kind"] != "full" or rec["ref"]["type"] == "snapshot", "full record without a snapshot")
 

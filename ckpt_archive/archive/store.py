@@ -212,6 +212,8 @@ class ObjectStore:
         path = self.path(prefix)
         try:
             if self.kind == "object":
+                # adlfs ignores ``refresh`` (its flag is ``invalidate_cache``): drop the listing cache for all
+                self.fs.invalidate_cache(path)
                 entries = await self.fs._ls(path, detail=False, refresh=True)
             else:
                 entries = await self._blocking(lambda: self.fs.ls(path, detail=False))

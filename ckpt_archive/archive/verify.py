@@ -1,8 +1,9 @@
 """Proving what an archive holds: ``verify`` (whole archive, every problem), one checkpoint, restores.
 
 * ``verify_archive`` reads every commit entry, folded manifest, hint, payload object
-  and ``_ids`` entry of the threads it checks, rebuilds every checkpoint's state and
-  compares it with the ``state_sha256`` recorded at save. It collects *every* problem
+  and ``_ids`` entry of the threads it checks, rebuilds every checkpoint's content (state
+  and messages) and compares it with the ``state_sha256``/``messages_sha256`` (or, encrypted,
+  ``state_mac``/``messages_mac``) recorded at save. It collects *every* problem
   into a ``VerifyReport`` instead of stopping at the first.
 * ``rebuild`` rebuilds one checkpoint from freshly read objects (no cache): strict
   (any failed check raises its typed ``IntegrityError``) or lenient (digest and size
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
-from ..delta import Delta, apply
+from ..delta import Delta, apply_checkpoint
 from ..errors import (
     BrokenChain,
     CheckpointError,
@@ -34,6 +35,7 @@ from .schema import id_entry_thread
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
+    from .content import Content
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +83,13 @@ class VerifyReport:
 
 @dataclass(frozen=True, slots=True)
 class RestoredState:
-    """Result of the lenient ``restore_state``: the state and what could not be proven about it."""
+    """Result of the lenient ``restore_state``: the state (and messages) and what could not be proven."""
 
     thread_id: str
     checkpoint_id: str
     state: dict[str, Any]
     unproven: tuple[str, ...] = ()
+    messages: list[Any] = field(default_factory=list)
 
     @property
     def proven(self) -> bool:
@@ -109,14 +112,15 @@ async def locate(cp: ArchiveCheckpointer, checkpoint_id: str) -> tuple[Manifest,
 
 async def rebuild(
     cp: ArchiveCheckpointer, m: Manifest, checkpoint_id: str, *, strict: bool = True
-) -> tuple[dict[str, Any], list[str]]:
-    """State of ``checkpoint_id`` from freshly read objects; (state, notes on what was not proven)."""
+) -> tuple[Content, list[str]]:
+    """Content of ``checkpoint_id`` from freshly read objects; ((state, messages), notes on what was not proven)."""
     thread_id, notes = m.thread_id, []
     chain = m.chain(checkpoint_id)
     keys = sorted({r["ref"]["key"] for r in chain if r["ref"]["type"] in ("snapshot", "segment")})
     datas = dict(zip(keys, await cp.store.get_many(keys), strict=True))
     readers: dict[str, SegmentReader] = {}
     state: dict[str, Any] | None = None
+    messages: list[Any] = []
     for rec in chain:
         ref, cid = rec["ref"], rec["id"]
         data = datas.get(ref.get("key", ""))
@@ -136,7 +140,7 @@ async def rebuild(
                 notes.append(f"{type(exc).__name__}: {exc}")
         if ref["type"] == "snapshot":
             assert data is not None
-            state = await cp._snapshot_state(rec, data, thread_id)
+            state, messages = await cp._snapshot_content(rec, data, thread_id)
             continue
         if state is None:
             raise BrokenChain("chain does not start with a snapshot", thread_id=thread_id, checkpoint_id=cid)
@@ -148,17 +152,17 @@ async def rebuild(
             ops = readers[ref["key"]].ops(cid, ref["row_group"])
         elif ref["type"] == "inline":
             ops = m.inline.get(cid, [])
-        state = apply(state, cp._plain_ops(rec, ops, thread_id))
+        state, messages = apply_checkpoint(state, messages, cp._plain_ops(rec, ops, thread_id))
     assert state is not None
     try:
-        cp._check_state(state, chain[-1], thread_id)
+        cp._check_content((state, messages), chain[-1], thread_id)
     except IntegrityError as exc:
         if strict:
             raise
         notes.append(f"{type(exc).__name__}: {exc}")
     if "state_sha256" not in chain[-1] and "state_mac" not in chain[-1]:
         notes.append("no state_sha256 recorded for this checkpoint: its objects were checked, the state was not")
-    return state, notes
+    return (state, messages), notes
 
 
 # -- the whole archive ------------------------------------------------------------
@@ -311,7 +315,7 @@ async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyRep
         except CheckpointError as exc:
             damaged.add(key)
             report.problems.append(Problem.of(exc, thread_id))
-    states: dict[str, dict[str, Any] | None] = {}
+    states: dict[str, Content | None] = {}
     for cid, rec in m.records.items():
         report.checkpoints += 1
         ref = rec["ref"]
@@ -324,7 +328,7 @@ async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyRep
             if ref["type"] == "snapshot":
                 data = datas[ref["key"]]
                 assert data is not None
-                state = await cp._snapshot_state(rec, data, thread_id)
+                content = await cp._snapshot_content(rec, data, thread_id)
             else:
                 parent = str(rec.get("parent"))
                 if parent not in states:  # parent committed later than its child: rebuild it on its own
@@ -341,9 +345,9 @@ async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyRep
                     ops = readers[ref["key"]].ops(cid, ref["row_group"])
                 elif ref["type"] == "inline":
                     ops = m.inline.get(cid, [])
-                state = apply(base, cp._plain_ops(rec, ops, thread_id))
-            cp._check_state(state, rec, thread_id)
-            states[cid] = state
+                content = apply_checkpoint(*base, cp._plain_ops(rec, ops, thread_id))
+            cp._check_content(content, rec, thread_id)
+            states[cid] = content
         except CheckpointError as exc:
             states[cid] = None
             report.problems.append(Problem.of(exc, thread_id))

@@ -1,0 +1,39 @@
+"""A checkpoint's content (state and messages) as one paged snapshot object.
+
+Both the save path and maintenance (re-based and edited snapshots) write
+snapshots through ``paged_snapshot``, so the message list is paged exactly like
+long state lists and a page both share is written once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..delta import MESSAGES
+from . import layout, pages
+from .objects import encode_snapshot
+
+Content = tuple[dict[str, Any], list[Any]]
+"""A checkpoint's content: (state, messages)."""
+
+
+def paged_snapshot(
+    thread_id: str, checkpoint_id: str, content: Content, known: dict[str, dict[str, Any]]
+) -> tuple[bytes, list[tuple[str, bytes]], list[dict[str, Any]]]:
+    """(snapshot bytes, new page objects to write, refs of every page it names).
+
+    ``known`` maps page digests to refs of pages already stored (reused, not rewritten).
+    """
+    state, messages = content
+    known = dict(known)
+
+    def page_key(digest: str) -> str:
+        return layout.page_key(thread_id, digest)
+
+    tails, table, new_pages, refs = pages.split(state, page_key, known)
+    known.update((r["digest"], r) for r in refs)
+    message_tails, message_table, new_message_pages, message_refs = pages.split({MESSAGES: messages}, page_key, known)
+    seen = {r["digest"] for r in refs}
+    refs = refs + [r for r in message_refs if r["digest"] not in seen]
+    data = encode_snapshot(thread_id, checkpoint_id, tails, table, message_tails[MESSAGES], message_table)
+    return data, new_pages + new_message_pages, refs

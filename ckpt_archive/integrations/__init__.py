@@ -1,0 +1,1 @@
+"""Integrations of the archive with agent frameworks (each behind its own optional extra)."""

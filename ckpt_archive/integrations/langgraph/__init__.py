@@ -1,0 +1,11 @@
+"""LangGraph integration: ``ArchiveSaver``, a ``BaseCheckpointSaver`` on the archive (``langgraph`` extra).
+
+graph.compile(checkpointer=ArchiveSaver.from_url("s3://bucket/agents"))
+"""
+
+from __future__ import annotations
+
+from .maintenance import UnknownPruneStrategy
+from .saver import ArchiveSaver
+
+__all__ = ["ArchiveSaver", "UnknownPruneStrategy"]

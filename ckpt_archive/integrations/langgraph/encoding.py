@@ -1,0 +1,169 @@
+"""Pure mapping between LangGraph checkpoints and archive checkpoint states (no I/O).
+
+Thread mapping (reversible): a LangGraph ``(thread_id, checkpoint_ns)`` pair is stored as the archive
+thread ``esc(thread_id)`` for the root namespace and ``esc(thread_id) + "#" + esc(checkpoint_ns)``
+otherwise, where ``esc`` percent-escapes ``%`` and ``#``. A thread id without those characters is
+therefore its own archive thread for the root namespace.
+
+State of one archive checkpoint (JSON, so the archive's delta engine diffs it)::
+
+    {"checkpoint": {v, id, ts, channel_versions, versions_seen, ...}   # or "checkpoint_typed": [t, b64]
+     "channels": {name: [t, b64]                      # one serde blob
+                       | {"items": [[t, b64], ...]}},   # a list, element by element
+                                                         # (a versioned channel without a value: absent)
+     "metadata_typed": {key: [t, b64]},      # only metadata values that are not JSON
+     "folded": {name: {"seed": [t, b64]?, "writes": [[task_id, channel, t, b64], ...]}}}
+
+Values only ever go through the saver's serde (``dumps_typed``/``loads_typed``); bytes are base64. A
+channel whose version did not move copies its parent's entry verbatim, so the delta is empty for it;
+a list that grew by appending keeps its old elements' encodings, so the delta is an ``append``.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from ...codec import check_json
+from ...errors import CheckpointError, InvalidState
+from ...model import RESERVED_PREFIX
+
+LG_KEY = RESERVED_PREFIX + "langgraph"
+"""Record metadata key holding ``{"id": langgraph checkpoint id, "parent": its parent id}``."""
+
+Blob = list[str]  # [type, base64 bytes]
+
+
+def _esc(value: str) -> str:
+    return value.replace("%", "%25").replace("#", "%23")
+
+
+def _unesc(value: str) -> str:
+    return value.replace("%23", "#").replace("%25", "%")
+
+
+def archive_thread(thread_id: str, checkpoint_ns: str) -> str:
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidState(f"LangGraph thread_id must be a non-empty string, got {thread_id!r}")
+    base = _esc(thread_id)
+    return base if not checkpoint_ns else f"{base}#{_esc(checkpoint_ns)}"
+
+
+def split_thread(archive_thread_id: str) -> tuple[str, str]:
+    """Inverse of ``archive_thread``."""
+    base, _, ns = archive_thread_id.partition("#")
+    return _unesc(base), _unesc(ns)
+
+
+class SerdeCodec:
+    """Blobs through a LangGraph ``SerializerProtocol``, kept JSON as ``[type, base64]``."""
+
+    def __init__(self, serde: Any) -> None:
+        self.serde = serde
+
+    def dumps(self, value: Any) -> Blob:
+        typ, data = self.serde.dumps_typed(value)
+        return [typ, base64.b64encode(data).decode("ascii")]
+
+    def loads(self, blob: Any) -> Any:
+        if not (isinstance(blob, list) and len(blob) == 2 and all(isinstance(x, str) for x in blob)):
+            raise CheckpointError(f"stored LangGraph value is malformed: {str(blob)[:100]}")
+        return self.serde.loads_typed((blob[0], base64.b64decode(blob[1])))
+
+    def encode_channel(self, value: Any, old: Any) -> Any:
+        """One channel entry; a list reuses the encodings of ``old``'s items it still starts with."""
+        if type(value) is not list:
+            return self.dumps(value)
+        old_items = old.get("items") if isinstance(old, dict) else None
+        items: list[Blob] = []
+        for i, element in enumerate(value):
+            blob = self.dumps(element)
+            # a non-deterministic serde (encryption): an element equal to the old one keeps its encoding
+            stale = old_items is not None and i < len(old_items) and blob != old_items[i]
+            if stale and _same(self.loads(old_items[i]), element):  # type: ignore[index]
+                blob = old_items[i]  # type: ignore[index]
+            items.append(blob)
+        return {"items": items}
+
+    def decode_channel(self, entry: Any) -> Any:
+        if isinstance(entry, dict):
+            return [self.loads(b) for b in entry.get("items", [])]
+        return self.loads(entry)
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:
+        return False
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        check_json(value)
+    except CheckpointError:
+        return False
+    return True
+
+
+def build_state(
+    codec: SerdeCodec,
+    checkpoint: dict[str, Any],
+    new_versions: dict[str, Any],
+    parent: dict[str, Any] | None,
+    metadata_typed: dict[str, Blob],
+) -> dict[str, Any]:
+    """The archive state of a LangGraph checkpoint, reusing ``parent``'s (an archive state) entries."""
+    skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    values: dict[str, Any] = checkpoint.get("channel_values") or {}
+    old_channels: dict[str, Any] = (parent or {}).get("channels", {})
+    old_versions: dict[str, Any] = (parent or {}).get("checkpoint", {}).get("channel_versions", {})
+    channels: dict[str, Any] = {}
+    for name, version in (checkpoint.get("channel_versions") or {}).items():
+        old = old_channels.get(name)
+        if name in new_versions:
+            if name in values:
+                channels[name] = codec.encode_channel(values[name], old)
+        elif name in old_versions and _is_json(version) and old_versions[name] == version:
+            if old is not None:  # unchanged: the parent's entry (or its absence) verbatim
+                channels[name] = old
+        elif name in values:
+            channels[name] = codec.encode_channel(values[name], old)
+    state: dict[str, Any] = {"channels": channels}
+    if _is_json(skeleton):
+        state["checkpoint"] = skeleton
+    else:
+        state["checkpoint_typed"] = codec.dumps(skeleton)
+    if metadata_typed:
+        state["metadata_typed"] = metadata_typed
+    return state
+
+
+def split_metadata(codec: SerdeCodec, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Blob]]:
+    """JSON metadata (stored in the manifest record, filterable) and the rest (serde blobs)."""
+    plain: dict[str, Any] = {}
+    typed: dict[str, Blob] = {}
+    for key, value in metadata.items():
+        if isinstance(key, str) and not key.startswith(RESERVED_PREFIX) and _is_json(value):
+            plain[key] = value
+        else:
+            typed[str(key)] = codec.dumps(value)
+    return plain, typed
+
+
+def restore_checkpoint(codec: SerdeCodec, state: dict[str, Any]) -> dict[str, Any]:
+    if "checkpoint_typed" in state:
+        skeleton: dict[str, Any] = dict(codec.loads(state["checkpoint_typed"]))
+    else:
+        skeleton = dict(state["checkpoint"])
+    skeleton["channel_values"] = {name: codec.decode_channel(e) for name, e in state.get("channels", {}).items()}
+    return skeleton
+
+
+def restore_metadata(
+    codec: SerdeCodec, record_metadata: dict[str, Any], state: dict[str, Any] | None
+) -> dict[str, Any]:
+    out = {k: v for k, v in record_metadata.items() if k != LG_KEY}
+    for key, blob in ((state or {}).get("metadata_typed") or {}).items():
+        out[key] = codec.loads(blob)
+    return out

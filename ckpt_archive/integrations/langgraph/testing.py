@@ -1,0 +1,149 @@
+"""A deterministic LangGraph chat agent for tests and benchmarks (no network, no LLM).
+
+``build_graph(checkpointer)`` compiles a ``StateGraph`` with ``add_messages``: an *agent* node (a fake
+chat model that asks a calculator tool, then answers), an *approve* node that stops on ``interrupt()``
+for human approval, and a *tools* node running a LangChain ``@tool``; optionally a ``DeltaChannel``
+field and a subgraph. Every message has a deterministic id, so two runs compare equal.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
+
+
+@tool
+def calculator(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
+
+
+def _concat(state: list[str], batches: Sequence[list[str]]) -> list[str]:
+    out = list(state)
+    for batch in batches:
+        out.extend(batch)
+    return out
+
+
+def _delta_annotation() -> Any:
+    try:
+        from langgraph.channels.delta import DeltaChannel
+    except ImportError:  # older langgraph: a plain reducer channel
+        return Annotated[list[str], operator.add]
+    return Annotated[list[str], DeltaChannel(_concat, snapshot_frequency=7)]
+
+
+class ChatState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    turns: int
+    log: Annotated[list[str], operator.add]
+
+
+def _agent(state: ChatState) -> dict[str, Any]:
+    last = state["messages"][-1]
+    turn = state.get("turns", 0)
+    if isinstance(last, HumanMessage):
+        call = {"name": "calculator", "args": {"a": turn + 2, "b": 7}, "id": f"call-{turn}"}
+        return {"messages": [AIMessage("", tool_calls=[call], id=f"ai-{turn}-call")]}
+    return {
+        "messages": [AIMessage(f"the answer is {last.content}", id=f"ai-{turn}-final")],
+        "turns": turn + 1,
+    }
+
+
+def _route(state: ChatState) -> str:
+    last = state["messages"][-1]
+    return "approve" if isinstance(last, AIMessage) and last.tool_calls else END
+
+
+def _approve(state: ChatState) -> dict[str, Any]:
+    call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
+    answer = interrupt({"tool": call["name"], "args": call["args"]})
+    return {"log": [f"approved {call['id']}: {answer}"]}
+
+
+def _tools(state: ChatState) -> dict[str, Any]:
+    call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
+    result = calculator.invoke(call["args"])
+    return {"messages": [ToolMessage(str(result), tool_call_id=call["id"], id=f"tool-{call['id']}")]}
+
+
+def _subgraph() -> Any:
+    class Sub(TypedDict, total=False):
+        messages: Annotated[list[AnyMessage], add_messages]
+        log: Annotated[list[str], operator.add]
+
+    def note(state: Sub) -> dict[str, Any]:
+        return {"log": [f"sub saw {len(state['messages'])} messages"]}
+
+    sub = StateGraph(Sub)
+    sub.add_node("note", note)
+    sub.add_edge(START, "note")
+    sub.add_edge("note", END)
+    return sub.compile()
+
+
+def build_graph(checkpointer: Any, *, delta: bool = False, subgraph: bool = False) -> Any:
+    state: Any = ChatState
+    if delta:
+
+        class DeltaState(ChatState, total=False):
+            notes: _delta_annotation()  # type: ignore[valid-type]
+
+        state = DeltaState
+    g: Any = StateGraph(state)
+
+    def agent(s: Any) -> dict[str, Any]:
+        out = _agent(s)
+        if delta:
+            out["notes"] = [f"agent step {len(s['messages'])}"]
+        return out
+
+    g.add_node("agent", agent)
+    g.add_node("approve", _approve)
+    g.add_node("tools", _tools)
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", _route, ["approve", END])
+    g.add_edge("approve", "tools")
+    if subgraph:
+        g.add_node("sub", _subgraph())
+        g.add_edge("tools", "sub")
+        g.add_edge("sub", "agent")
+    else:
+        g.add_edge("tools", "agent")
+    return g.compile(checkpointer=checkpointer)
+
+
+def run_turns(graph: Any, thread_id: str, first: int, last: int, durability: str = "async") -> None:
+    """Turns ``first..last-1``: a question, stop at the approval interrupt, approve, get the answer."""
+    config = {"configurable": {"thread_id": thread_id}}
+    for turn in range(first, last):
+        graph.invoke(
+            {"messages": [HumanMessage(f"question {turn}", id=f"human-{turn}")]},
+            config,
+            durability=durability,
+        )
+        graph.invoke(Command(resume=f"yes {turn}"), config, durability=durability)
+
+
+def summary(values: dict[str, Any]) -> dict[str, Any]:
+    """A JSON view of a final state, for comparing runs across savers and processes."""
+    out: dict[str, Any] = {}
+    for key, value in sorted(values.items()):
+        if key == "messages":
+            out[key] = [
+                [m.type, m.content, m.id, getattr(m, "tool_calls", None), getattr(m, "tool_call_id", None)]
+                for m in value
+            ]
+        elif key == "__interrupt__":  # interrupt ids derive from random checkpoint ids
+            out[key] = [i.value for i in value]
+        else:
+            out[key] = value
+    return out

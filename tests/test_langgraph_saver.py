@@ -1,0 +1,258 @@
+"""ArchiveSaver beyond the conformance suite: the sync API, request economy, storage growth, serde."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+import ckpt_archive as ca
+from ckpt_archive.integrations.langgraph import ArchiveSaver, UnknownPruneStrategy
+from ckpt_archive.integrations.langgraph.testing import build_graph, run_turns
+from ckpt_archive.testing import S3Server
+
+
+class SyncFacade(BaseCheckpointSaver[Any]):
+    """Exposes ONLY the sync API of a saver as the async API the conformance suite calls.
+
+    Each call runs the sync method in a worker thread, so the whole suite exercises
+    put/put_writes/get_tuple/list/delete_thread/delete_for_runs/copy_thread/prune (sync).
+    """
+
+    def __init__(self, inner: ArchiveSaver) -> None:
+        super().__init__(serde=inner.serde)
+        self.inner = inner
+
+    async def aput(self, *args: Any) -> Any:
+        return await asyncio.to_thread(self.inner.put, *args)
+
+    async def aput_writes(self, *args: Any, **kw: Any) -> None:
+        await asyncio.to_thread(self.inner.put_writes, *args, **kw)
+
+    async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.inner.get_tuple, config)
+
+    async def alist(self, config: Any, **kw: Any) -> AsyncIterator[CheckpointTuple]:
+        for tup in await asyncio.to_thread(lambda: list(self.inner.list(config, **kw))):
+            yield tup
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.inner.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.inner.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.inner.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(lambda: self.inner.prune(thread_ids, strategy=strategy))
+
+
+@pytest.mark.parametrize("backend", ["local", "memory"])
+async def test_sync_api_passes_the_conformance_suite(backend: str, archive_url: Any) -> None:
+    @checkpointer_test(name=f"ArchiveSaver-sync[{backend}]")
+    async def factory() -> AsyncIterator[SyncFacade]:
+        url, opts = archive_url(backend)
+        yield SyncFacade(ArchiveSaver.from_url(url, opts))
+
+    report = await validate(factory)
+    failures = {name: r.failures for name, r in report.results.items() if r.failures}
+    assert {n for n, r in report.results.items() if r.detected} == {c.value for c in ALL_CAPABILITIES}
+    assert report.conformance_level() == "FULL", failures
+
+
+def _config(thread: str, ns: str = "", checkpoint_id: str | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def _grow(saver: ArchiveSaver, thread: str, n: int, parent: dict[str, Any] | None = None) -> dict[str, Any]:
+    """n checkpoints of a chat whose messages list grows by one each step."""
+    messages: list[str] = []
+    cfg = parent or _config(thread)
+    for i in range(n):
+        messages.append(f"secret {i} " + "x" * 200)
+        cp = generate_checkpoint(channel_values={"messages": list(messages), "turn": i, "constant": "c" * 500})
+        cp["channel_versions"] = {"messages": i + 1, "turn": i + 1, "constant": 1}
+        new = {"messages": i + 1, "turn": i + 1, **({"constant": 1} if i == 0 else {})}
+        cfg = saver.put(cfg, cp, generate_metadata(step=i), new)
+    return cfg
+
+
+def test_sync_roundtrip_list_filters_and_writes() -> None:
+    saver = ArchiveSaver.from_url("memory://lg-sync-roundtrip")
+    last = _grow(saver, "t", 5)
+    saver.put_writes(last, [("ch", {"a": 1}), ("__error__", "boom")], "task-1", "p")
+    saver.put_writes(last, [("ch", "ignored duplicate"), ("__error__", "boom 2")], "task-1", "p")
+    tup = saver.get_tuple(_config("t"))
+    assert tup is not None and tup.config == last
+    assert tup.checkpoint["channel_values"]["messages"][-1].startswith("secret 4")
+    assert tup.pending_writes == [("task-1", "__error__", "boom 2"), ("task-1", "ch", {"a": 1})]
+    ids = [t.checkpoint["id"] for t in saver.list(_config("t"))]
+    assert ids == sorted(ids, reverse=True) and len(ids) == 5
+    assert [t.metadata["step"] for t in saver.list(_config("t"), filter={"step": 3})] == [3]
+    before = [t.metadata["step"] for t in saver.list(_config("t"), before=_config("t", checkpoint_id=ids[1]), limit=2)]
+    assert before == [2, 1]
+    assert [t.config["configurable"]["thread_id"] for t in saver.list(None, limit=10)] == ["t"] * 5
+    saver.copy_thread("t", "u")
+    assert [t.checkpoint["id"] for t in saver.list(_config("u"))] == ids
+    saver.copy_thread("t", "u")  # into a thread that has checkpoints: appended, later copies win
+    assert [t.checkpoint["id"] for t in saver.list(_config("u"))] == ids and len(saver.archive.list("u")) == 10
+    assert saver.get_tuple(_config("u", checkpoint_id=ids[0])) is not None
+    saver.prune(["u"], strategy="keep_latest")
+    kept = list(saver.list(_config("u")))
+    assert [t.checkpoint["id"] for t in kept] == ids[:1] and len(kept[0].pending_writes or []) == 2
+    assert kept[0].checkpoint["channel_values"] == tup.checkpoint["channel_values"]
+    saver.delete_thread("t")
+    assert saver.get_tuple(_config("t")) is None and saver.get_tuple(_config("u")) is not None
+    with pytest.raises(UnknownPruneStrategy):
+        saver.prune(["u"], strategy="keep_some")
+    assert isinstance(UnknownPruneStrategy("x"), ca.CheckpointError)
+
+
+def test_unchanged_channels_and_appended_lists_are_stored_once() -> None:
+    saver = ArchiveSaver.from_url("memory://lg-append", full_snapshot_interval=1000)
+    _grow(saver, "t", 30)
+    archive = saver.archive
+    infos = archive.list("t")
+    assert [i.kind for i in infos] == ["full"] + ["delta"] * 29
+    payload = archive.load_by_id(infos[-1].checkpoint_id)
+    assert payload is not None
+    sizes = [i.stored_bytes for i in infos[1:]]
+    # every delta holds one new message (~300 bytes of base64) + small version/id changes, not the list
+    assert max(sizes) < 2 * min(sizes) and max(sizes) < 1500, sizes
+
+
+def test_get_tuple_and_list_cost_constant_requests(s3_server: S3Server) -> None:
+    """Latest get_tuple / list(limit=2) on a cold saver: the same request count at 6 and 21 checkpoints."""
+    costs = {}
+    for n in (6, 21):  # same position relative to the last snapshot (interval 5)
+        url = s3_server.make_bucket(f"lg-economy-{n}") + "/a"
+        opts = s3_server.storage_options()
+        _grow(ArchiveSaver.from_url(url, opts, full_snapshot_interval=5), "t", n)
+        for what in ("get", "list"):
+            cold = ArchiveSaver.from_url(url, opts, full_snapshot_interval=5)
+            s3_server.reset_counts()
+            if what == "get":
+                assert cold.get_tuple(_config("t")) is not None
+            else:
+                assert len(list(cold.list(_config("t"), limit=2))) == 2
+            costs[(n, what)] = s3_server.total()
+        warm = ArchiveSaver.from_url(url, opts, full_snapshot_interval=5)
+        warm.get_tuple(_config("t"))
+        s3_server.reset_counts()
+        warm.get_tuple(_config("t"))
+        costs[(n, "warm")] = s3_server.total()
+    assert costs[(6, "get")] == costs[(21, "get")] <= 16, costs
+    assert costs[(6, "list")] == costs[(21, "list")] <= 24, costs
+    assert costs[(6, "warm")] == costs[(21, "warm")] <= 4, costs
+
+
+def _stored_bytes(saver: ArchiveSaver) -> int:
+    found = asyncio.run(saver.store.find(""))
+    return sum(int(v["size"]) for v in found.values())
+
+
+def _memory_blob_bytes(saver: InMemorySaver) -> int:
+    total = sum(len(b[1]) for b in saver.blobs.values())
+    total += sum(
+        len(c[0][1]) + len(c[1][1]) for ns in saver.storage.values() for cps in ns.values() for c in cps.values()
+    )
+    return total + sum(len(w[2][1]) for ws in saver.writes.values() for w in ws.values())
+
+
+def test_bytes_stored_grow_linearly_with_turns() -> None:
+    sizes, peers = {}, {}
+    saver, memory = ArchiveSaver.from_url("memory://lg-linear"), InMemorySaver()
+    ours, theirs = build_graph(saver), build_graph(memory)
+    for first, last in ((0, 25), (25, 50)):  # measured after 25 turns, then after 50
+        run_turns(ours, "t", first, last)
+        run_turns(theirs, "t", first, last)
+        sizes[last], peers[last] = _stored_bytes(saver), _memory_blob_bytes(memory)
+    assert sizes[50] / sizes[25] < 2.5, sizes
+    assert peers[50] / peers[25] > 3, peers  # the full-copy peer grows quadratically
+    assert sizes[50] < peers[50], (sizes, peers)
+
+
+class _AesGcm:
+    """A CipherProtocol on `cryptography` (the crypto extra)."""
+
+    def __init__(self) -> None:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self.aead = AESGCM(AESGCM.generate_key(bit_length=128))
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        nonce = os.urandom(12)
+        return "aesgcm", nonce + self.aead.encrypt(nonce, plaintext, None)
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        assert ciphername == "aesgcm"
+        return self.aead.decrypt(ciphertext[:12], ciphertext[12:], None)
+
+
+def test_encrypted_serializer_hides_values_and_still_appends() -> None:
+    pytest.importorskip("cryptography")
+    serde = EncryptedSerializer(_AesGcm())
+    saver = ArchiveSaver.from_url("memory://lg-encrypted", serde=serde, full_snapshot_interval=1000)
+    _grow(saver, "t", 10)
+    found = asyncio.run(saver.store.find(""))
+    raw = b"".join(asyncio.run(saver.store.get_many(list(found))))  # type: ignore[arg-type]
+    assert b"secret" not in raw and b"xxxxxxxx" not in raw and b"eHh4eHh4" not in raw  # no plaintext
+    tup = saver.get_tuple(_config("t"))
+    assert tup is not None and tup.checkpoint["channel_values"]["messages"][-1].startswith("secret 9")
+    sizes = [i.stored_bytes for i in saver.archive.list("t")[1:]]
+    assert max(sizes) < 2 * min(sizes), sizes  # re-encrypted old elements are not stored again
+
+
+def test_damaged_writes_object_is_a_typed_error() -> None:
+    saver = ArchiveSaver.from_url("memory://lg-damaged")
+    cfg = _grow(saver, "t", 1)
+    saver.put_writes(cfg, [("ch", 1)], "task")
+    found = asyncio.run(saver.store.find("_langgraph"))
+    key = next(iter(found))
+    asyncio.run(saver.store.put(key, b'{"format_version": 1, "writes": []}'))
+    with pytest.raises(ca.CorruptManifest):
+        saver.get_tuple(_config("t"))
+
+
+def test_non_json_metadata_round_trips_and_filters() -> None:
+    saver = ArchiveSaver.from_url("memory://lg-meta")
+    when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    meta = generate_metadata(step=0, when=when, score=1.5)
+    saver.put(_config("t"), generate_checkpoint(), meta, {})
+    tup = saver.get_tuple(_config("t"))
+    assert tup is not None and tup.metadata["when"] == when and tup.metadata["score"] == 1.5
+    info = saver.archive.list("t")[0]
+    assert info.metadata["score"] == 1.5 and "when" not in info.metadata  # JSON part is in the manifest
+    assert len(list(saver.list(_config("t"), filter={"when": when, "score": 1.5}))) == 1
+    assert len(list(saver.list(_config("t"), filter={"when": datetime(2026, 1, 1, tzinfo=UTC)}))) == 0
+
+
+def test_from_url_and_reexport() -> None:
+    assert ca.ArchiveSaver is ArchiveSaver
+    saver = ca.ArchiveSaver.from_url("memory://lg-reexport", full_snapshot_interval=3)
+    assert saver.archive.full_snapshot_interval == 3
+    assert saver.get_next_version(None, None) == 1 and saver.get_next_version(1, None) == 2
+    assert saver.get_next_version("00000000000000000000000000000007.5", None).startswith("0" * 31 + "8.")
+    clone = copy.copy(saver)  # what BaseCheckpointSaver.with_allowlist does before swapping the serde
+    clone.serde = JsonPlusSerializer(pickle_fallback=False)
+    assert clone.maintenance.saver is clone and clone.codec.serde is clone.serde is not saver.serde
