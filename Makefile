@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 BENCH_STAMP := $(VENV)/.bench-stamp
 
-.PHONY: demo test lint bench soak clean
+.PHONY: demo test lint bench soak clean azurite
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,10 +21,21 @@ $(BENCH_STAMP): $(STAMP)
 demo: $(STAMP)
 	$(PY) -m ckpt_archive.demo ./demo-archive
 
-test: $(STAMP)
+# Azurite (Azure blob emulator) for the Azure tests, installed project-locally; skipped without npm
+# (the tests then skip the Azure backend, saying why).
+AZURITE := .azurite/node_modules/.bin/azurite-blob
+$(AZURITE):
+	@if command -v npm >/dev/null; then \
+		mkdir -p .azurite && cd .azurite && { test -f package.json || echo '{"name": "azurite-local", "private": true}' > package.json; } \
+		&& npm install --no-audit --no-fund --silent azurite@3; \
+	else echo "npm not found: Azure tests will be skipped"; fi
+
+azurite: $(AZURITE)
+
+test: $(STAMP) $(AZURITE)
 	$(PY) -m pytest -q
 
-soak: $(STAMP)
+soak: $(STAMP) $(AZURITE)
 	$(PY) -m pytest -q -m soak
 
 lint: $(STAMP)
@@ -41,4 +52,4 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_prune.py
 
 clean:
-	rm -rf $(VENV) demo-archive .pytest_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) .azurite demo-archive .pytest_cache .mypy_cache .hypothesis

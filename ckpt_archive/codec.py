@@ -22,7 +22,10 @@ _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
 
 
-MAX_DEPTH = 250  # orjson's own limit is 255
+# orjson refuses more than 254 nested containers; stored documents wrap a state value in a few
+# more (commit entry -> actions -> action -> ops -> op -> value), so states stop well short of it.
+MAX_DEPTH = 200
+_MARGIN = 254 - MAX_DEPTH  # extra levels the fast path wraps around a value to enforce MAX_DEPTH
 
 
 def check_json(value: Any, where: str = "state") -> None:
@@ -33,7 +36,10 @@ def check_json(value: Any, where: str = "state") -> None:
     say where the problem is.
     """
     try:
-        if orjson.loads(orjson.dumps(value)) == value:
+        wrapped: Any = value
+        for _ in range(_MARGIN):
+            wrapped = [wrapped]
+        if orjson.loads(orjson.dumps(wrapped)) == wrapped:
             return
     except (TypeError, orjson.JSONEncodeError, RecursionError):
         pass
@@ -44,7 +50,10 @@ def check_json(value: Any, where: str = "state") -> None:
 def _walk(value: Any, where: str, _depth: int) -> None:
     if _depth > MAX_DEPTH:
         raise InvalidState(f"{where}: nesting deeper than {MAX_DEPTH} levels")
-    if value is None or isinstance(value, bool | str):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        _check_str(value, where)
         return
     if isinstance(value, int):
         if abs(value) >= 1 << 63:
@@ -58,6 +67,7 @@ def _walk(value: Any, where: str, _depth: int) -> None:
         for k, v in value.items():
             if not isinstance(k, str):
                 raise InvalidState(f"{where}: key {k!r} is not a string")
+            _check_str(k, f"{where}: key")
             _walk(v, f"{where}[{k!r}]", _depth + 1)
         return
     if isinstance(value, list):
@@ -65,6 +75,15 @@ def _walk(value: Any, where: str, _depth: int) -> None:
             _walk(v, f"{where}[{i}]", _depth + 1)
         return
     raise InvalidState(f"{where}: {type(value).__name__} is not JSON (use str, int, float, bool, None, list, dict)")
+
+
+def _check_str(value: str, where: str) -> None:
+    if value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidState(f"{where}: string is not valid unicode (lone surrogate)") from None
 
 
 def dumps(value: Any) -> bytes:

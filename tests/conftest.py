@@ -1,13 +1,22 @@
 from __future__ import annotations
 
+import os
+
+# gcsfs probes for HNS buckets over gRPC (60 s per call against the emulator) unless told not to;
+# the variable is read when gcsfs is imported, so it is set before anything imports it.
+os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
+
 import itertools
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ckpt_archive as ca
-from ckpt_archive.testing import S3Server
+from ckpt_archive.testing import AzuriteServer, GCSServer, S3Server
 
 _bucket_ids = itertools.count()
 
@@ -24,7 +33,44 @@ def s3_url(s3_server: S3Server) -> str:
     return s3_server.make_bucket(f"bucket-{next(_bucket_ids)}") + "/archive"
 
 
-BACKENDS = ["local", "memory", "s3"]
+@pytest.fixture(scope="session")
+def gcs_server() -> Iterator[GCSServer]:
+    server = GCSServer().start()
+    yield server
+    server.stop()
+
+
+AZURITE_DIR = Path(__file__).resolve().parent.parent / ".azurite"
+AZURITE_BIN = AZURITE_DIR / "node_modules" / ".bin" / "azurite-blob"
+
+
+def azurite_binary() -> str:
+    """The project-local azurite-blob, installed with npm on first use (``make azurite`` does the same)."""
+    if AZURITE_BIN.exists():
+        return str(AZURITE_BIN)
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Azure tests need Node.js and npm (for Azurite); neither node nor npm is on PATH")
+    AZURITE_DIR.mkdir(exist_ok=True)
+    if not (AZURITE_DIR / "package.json").exists():
+        (AZURITE_DIR / "package.json").write_text('{"name": "azurite-local", "private": true}\n')
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--silent", "azurite@3"],
+        cwd=AZURITE_DIR,
+        check=True,
+        timeout=600,
+    )
+    return str(AZURITE_BIN)
+
+
+@pytest.fixture(scope="session")
+def azure_server() -> Iterator[AzuriteServer]:
+    server = AzuriteServer(azurite_binary()).start()
+    yield server
+    server.stop()
+
+
+BACKENDS = ["local", "memory", "s3", "gcs", "azure"]
+_SERVERS = {"s3": "s3_server", "gcs": "gcs_server", "azure": "azure_server"}
 
 
 @pytest.fixture
@@ -36,7 +82,7 @@ def archive_url(request: pytest.FixtureRequest, tmp_path: Any) -> Callable[..., 
             return str(tmp_path / f"archive-{next(_bucket_ids)}"), {}
         if backend == "memory":
             return f"memory://archive-{next(_bucket_ids)}", {}
-        server: S3Server = request.getfixturevalue("s3_server")
+        server: S3Server | GCSServer | AzuriteServer = request.getfixturevalue(_SERVERS[backend])
         return server.make_bucket(f"bucket-{next(_bucket_ids)}") + "/archive", server.storage_options()
 
     return make

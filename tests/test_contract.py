@@ -10,7 +10,15 @@ import pytest
 
 import ckpt_archive as ca
 
-KINDS = ["memory", "delta-memory", "archive-local", "archive-memory", "archive-s3"]
+KINDS = [
+    "memory",
+    "delta-memory",
+    "archive-local",
+    "archive-memory",
+    "archive-s3",
+    "archive-gcs",
+    "archive-azure",
+]
 
 
 @pytest.fixture(params=KINDS)

@@ -273,12 +273,18 @@ def test_same_forgery_of_a_legacy_checkpoint_loads_but_cannot_be_proven(tmp_path
     archive.save(ca.Checkpoint.new("p", {"answer": 42}))
     key, forged = forge_snapshot(archive, "p")
     (tmp_path / "a" / key).write_bytes(forged)  # straight onto the disk
-    reseal_commit(
-        archive,
-        "p",
-        1,
-        lambda doc: doc["actions"][0]["record"]["ref"].update(sha256=codec.sha256(forged), size=len(forged)),
-    )
+
+    def fix_ref(doc: dict[str, Any]) -> None:
+        doc["actions"][0]["record"]["ref"].update(sha256=codec.sha256(forged), size=len(forged))
+
+    reseal_commit(archive, "p", 1, fix_ref)
+    with pytest.raises(ca.DigestMismatch, match="state_sha256"):  # the archive's own per-record digest
+        ca.open_archive(str(tmp_path / "a")).load("p")
+
+    def fix_digest(doc: dict[str, Any]) -> None:  # anyone who can reseal a commit can recompute it too
+        doc["actions"][0]["record"]["state_sha256"] = codec.sha256(codec.dumps({"answer": 41}))
+
+    reseal_commit(archive, "p", 1, fix_digest)
     loaded = ca.open_archive(str(tmp_path / "a")).load("p")
     assert loaded is not None and loaded.state == {"answer": 41}
     assert loaded.integrity_status() == ca.IntegrityStatus.UNPROTECTED

@@ -8,9 +8,19 @@ from typing import Any
 import fsspec
 
 from .checkpointer import DEFAULT_GC_GRACE, ArchiveCheckpointer
+from .crypto import Encryption
 from .store import ObjectStore
+from .verify import Problem, RestoredState, VerifyReport
 
-__all__ = ["ArchiveCheckpointer", "ObjectStore", "open_archive"]
+__all__ = [
+    "ArchiveCheckpointer",
+    "Encryption",
+    "ObjectStore",
+    "Problem",
+    "RestoredState",
+    "VerifyReport",
+    "open_archive",
+]
 
 
 def open_archive(
@@ -20,6 +30,7 @@ def open_archive(
     *,
     single_writer: bool = False,
     gc_grace: timedelta = DEFAULT_GC_GRACE,
+    encryption: Encryption | None = None,
 ) -> ArchiveCheckpointer:
     """Open (or create) an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://.
 
@@ -28,4 +39,10 @@ def open_archive(
     """
     fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
     store = ObjectStore(fs, root, single_writer=single_writer)
-    return ArchiveCheckpointer(store, full_snapshot_interval=full_snapshot_interval, url=url, gc_grace=gc_grace)
+    return ArchiveCheckpointer(
+        store,
+        full_snapshot_interval=full_snapshot_interval,
+        url=url,
+        gc_grace=gc_grace,
+        encryption=encryption,
+    )

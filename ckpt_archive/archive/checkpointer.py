@@ -28,20 +28,26 @@ from ..chain import snapshot_due
 from ..checkpointer import AsyncCoreCheckpointer, Ids, Infos
 from ..delta import MESSAGES, Delta, apply_checkpoint, diff_checkpoint
 from ..errors import (
+    BrokenChain,
     CheckpointConflict,
     CheckpointNotFound,
     CorruptManifest,
     DuplicateCheckpointId,
     MissingObject,
+    ProtectionMismatch,
+    TruncatedObject,
     UnsupportedFormatVersion,
 )
-from ..model import Checkpoint, CheckpointInfo, Protection
-from . import layout, pages
+from ..model import Checkpoint, CheckpointInfo, Protection, content_digest
+from . import crypto, layout, pages
 from .content import Content, paged_snapshot
+from .crypto import Encryption
+from .integrity_api import IntegrityMixin
 from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
-from .objects import SegmentReader, decode_snapshot_content, encode_segment, verify
+from .objects import SegmentReader, check_content, decode_snapshot_content, encode_segment, encode_snapshot, verify
 from .parts import read_folded, seal_parts
+from .schema import check_hint, id_entry_thread
 from .store import ObjectStore
 
 DEFAULT_GC_GRACE = timedelta(hours=1)
@@ -52,7 +58,7 @@ def state_key(rec: Record) -> str:
     return f"{rec['id']}@{rec.get('version', 1)}"
 
 
-class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
+class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointer):
     """Checkpoints of many threads under one root of any fsspec filesystem.
 
     ``gc_grace`` is how long an object stays on storage after it stopped being
@@ -69,6 +75,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         url: str | None = None,
         state_cache: int = 32,
         gc_grace: timedelta = DEFAULT_GC_GRACE,
+        encryption: Encryption | None = None,
     ) -> None:
         if full_snapshot_interval < 1:
             raise ValueError("full_snapshot_interval must be >= 1")
@@ -86,6 +93,8 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         self._state_cache = state_cache
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
+        self.encryption = encryption
+        self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
 
     # -- small helpers -----------------------------------------------------------
     def _lock(self, thread_id: str) -> asyncio.Lock:
@@ -107,9 +116,10 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         data = await self.store.get_or_none(layout.ARCHIVE_MARKER)
         if data is None:
             marker = seal({"type": "archive", "created_at": now_iso()})
-            await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker)
-        else:
-            unseal(data, "archive marker")
+            if not await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker):
+                marker = await self.store.get(layout.ARCHIVE_MARKER)
+            data = marker
+        self._archive_id = str(unseal(data, "archive marker", key=layout.ARCHIVE_MARKER)["digest"])
         self._checked_root = True
 
     # -- reading the manifest ----------------------------------------------------
@@ -121,17 +131,19 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 return m
             if m is self._manifests.get(m.thread_id):
                 m = m.copy()
-            m.apply_entry(unseal(data, f"commit {m.seq + 1} of thread {m.thread_id!r}"))
+            key = layout.log_key(m.thread_id, m.seq + 1)
+            m.apply_entry(unseal(data, f"commit {m.seq + 1}", thread_id=m.thread_id, key=key))
 
     async def _read_hint(self, thread_id: str) -> dict[str, Any] | None:
         data = await self.store.get_or_none(layout.head_key(thread_id))
         if data is None:
             return None
         try:
-            doc = unseal(data, f"head hint of thread {thread_id!r}")
+            doc = unseal(data, "head hint", thread_id=thread_id)
+            check_hint(doc, thread_id)
+            return doc
         except (CorruptManifest, UnsupportedFormatVersion):
             return None  # only a hint: fall back to the log itself
-        return doc if doc.get("thread_id") == thread_id else None
 
     async def _manifest(self, thread_id: str, *, hint: dict[str, Any] | None = None) -> Manifest:
         """The thread's manifest, up to date with every commit made so far."""
@@ -172,22 +184,59 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             data = datas.pop(0)
             if data is None:  # folded manifest gone (gc): start over from the listing
                 return await self._rebuild(thread_id, None) if hint is not None else Manifest(thread_id)
+            key = layout.manifest_key(thread_id, base_seq)
             try:
-                m = await read_folded(self.store, thread_id, data, f"manifest {base_seq} of thread {thread_id!r}")
+                m = await read_folded(self.store, thread_id, data, f"manifest {base_seq}", key=key, seq=base_seq)
             except MissingObject:  # a part of an older fold already collected: use the newest fold
                 if hint is None:
                     raise
                 return await self._rebuild(thread_id, None)
+            except CorruptManifest as exc:
+                m, base_seq = await self._replay_to(thread_id, base_seq, exc)
         else:
             m = Manifest(thread_id)
         for seq, data in zip(range(start + 1, last + 1), datas, strict=True):
+            key = layout.log_key(thread_id, seq)
             if data is None:
                 if hint is not None:
                     return await self._rebuild(thread_id, None)
-                raise CorruptManifest(f"commit {seq} of thread {thread_id!r} is missing from the log")
-            m.apply_entry(unseal(data, f"commit {seq} of thread {thread_id!r}"))
+                raise MissingObject("commit entry is missing from the log", thread_id=thread_id, key=key)
+            m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key))
         self._folded_seq[thread_id] = base_seq
         return await self._fold_forward(m)
+
+    async def _replay_to(self, thread_id: str, seq: int, error: CorruptManifest) -> tuple[Manifest, int | None]:
+        """The manifest as of ``seq`` without its (corrupt) folded copy, where that is provably safe.
+
+        Commit entries are immutable and individually sealed, so an older good folded
+        manifest (or none) plus *every* commit up to ``seq`` gives exactly the state the
+        corrupt copy held. If any of those commits is gone, nothing is guessed: ``error``.
+        """
+        names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+        bases = sorted(int(n[:20]) for n in names if n.endswith(".manifest.json.zst") and int(n[:20]) < seq)
+        for base in [*reversed(bases), 0]:
+            keys = [layout.log_key(thread_id, s) for s in range(base + 1, seq + 1)]
+            if base:
+                keys.insert(0, layout.manifest_key(thread_id, base))
+            datas = await self.store.get_many(keys)
+            if any(d is None for d in datas):
+                continue
+            try:
+                if base:
+                    first = datas.pop(0)
+                    assert first is not None
+                    what = f"manifest {base}"
+                    m = await read_folded(self.store, thread_id, first, what, key=keys[0], seq=base)
+                else:
+                    m = Manifest(thread_id)
+                for s, data in zip(range(base + 1, seq + 1), datas, strict=True):
+                    assert data is not None
+                    key = layout.log_key(thread_id, s)
+                    m.apply_entry(unseal(data, f"commit {s}", thread_id=thread_id, key=key))
+            except (CorruptManifest, MissingObject):
+                continue
+            return m, base or None
+        raise error
 
     # -- reconstructing states ---------------------------------------------------
     async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
@@ -217,23 +266,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                     readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
             if ref["type"] == "snapshot":
                 verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-                origin = ref.get("origin", cid)  # a copied snapshot names the checkpoint it was taken of
-                state, table, messages, message_table = decode_snapshot_content(
-                    data, thread_id=thread_id, checkpoint_id=origin, key=ref["key"]
-                )
-                if table or message_table:
-                    wanted = {d for t in (table, message_table) for ds in t.values() for d in ds}
-                    items = {
-                        d: pages.decode_page(
-                            self._fetched(datas, page_refs[d]["key"], thread_id, cid),
-                            page_refs[d],
-                            thread_id=thread_id,
-                            checkpoint_id=cid,
-                        )
-                        for d in wanted
-                    }
-                    state = pages.join(state, table, items)
-                    messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]
+                state, messages = await self._snapshot_content(rec, data, thread_id, datas)
                 continue
             if state is None:
                 raise CorruptManifest(f"chain of thread {thread_id!r} does not start with a snapshot")
@@ -243,11 +276,65 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 ops = inline.get(cid, [])
             else:
                 ops = []
-            state, messages = apply_checkpoint(state, messages, ops)
+            state, messages = apply_checkpoint(state, messages, self._plain_ops(rec, ops, thread_id))
         if state is None:
             raise CorruptManifest(f"empty chain in thread {thread_id!r}")
+        self._check_content((state, messages), chain[-1], thread_id)
         self._remember(state_key(chain[-1]), (state, messages))
         return state, messages
+
+    # -- payload decoding (encryption at rest, when configured) -------------------
+    async def _snapshot_content(
+        self, rec: Record, data: bytes, thread_id: str, datas: dict[str, bytes | None] | None = None
+    ) -> Content:
+        """Content of a snapshot record: decrypted (when encrypted), its pages (state's and messages')
+        fetched and joined."""
+        cid = rec["id"]
+        origin = rec["ref"].get("origin", cid)  # a copied snapshot names the checkpoint it was taken of
+        data = crypto.open_snapshot(self.encryption, rec, self._archive_id, thread_id, data)
+        state, table, messages, message_table = decode_snapshot_content(
+            data, thread_id=thread_id, checkpoint_id=origin, key=rec["ref"]["key"]
+        )
+        if not table and not message_table:
+            return state, messages
+        refs = {p["digest"]: p for p in rec["ref"].get("pages", [])}
+        needed = {d for t in (table, message_table) for ds in t.values() for d in ds}
+        if not needed <= refs.keys():
+            raise BrokenChain("snapshot names a page its record does not", thread_id=thread_id, checkpoint_id=cid)
+        datas = dict(datas or {})
+        missing = [refs[d]["key"] for d in needed if refs[d]["key"] not in datas]
+        datas.update(zip(missing, await self.store.get_many(missing), strict=True))
+        items = {
+            d: pages.decode_page(
+                self._fetched(datas, refs[d]["key"], thread_id, cid), refs[d], thread_id=thread_id, checkpoint_id=cid
+            )
+            for d in needed
+        }
+        try:
+            state = pages.join(state, table, items)
+            messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]
+        except (KeyError, TypeError, IndexError, AttributeError):
+            raise TruncatedObject(
+                "snapshot's page table does not fit its content", thread_id=thread_id, checkpoint_id=cid
+            ) from None
+        return state, messages
+
+    def _plain_ops(self, rec: Record, ops: Delta, thread_id: str) -> Delta:
+        return crypto.open_ops(self.encryption, rec, self._archive_id, thread_id, ops)
+
+    def _check_content(self, content: Content, rec: Record, thread_id: str) -> None:
+        """The rebuilt content must match the digests (or, encrypted, the MACs) recorded at save.
+
+        A protected record's own digests (``fields.protection``) are compared first, so a forgery of a
+        protected checkpoint is reported as the ``ProtectionMismatch`` its protection promises."""
+        protection = rec.get("fields", {}).get("protection")
+        if isinstance(protection, dict):
+            where = {"thread_id": thread_id, "checkpoint_id": rec["id"]}
+            for name, value in (("state", content[0]), ("messages", content[1])):
+                if protection.get(f"{name}_sha256") != content_digest(value):
+                    raise ProtectionMismatch(f"{name} differs from the digest recorded at creation", **where)
+        check_content(content, rec, thread_id)
+        crypto.check_mac(self.encryption, rec, thread_id, content)
 
     @staticmethod
     def _fetched(datas: dict[str, bytes | None], key: str, thread_id: str, checkpoint_id: str) -> bytes:
@@ -322,7 +409,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         data, _ = await asyncio.gather(self.store.get_or_none(layout.id_key(checkpoint_id)), self._check_root())
         if data is None:
             return None
-        thread_id = unseal(data, f"id entry of {checkpoint_id!r}")["thread_id"]
+        thread_id = id_entry_thread(data, checkpoint_id)
         m = await self._manifest(thread_id)
         rec = m.records.get(checkpoint_id)
         if rec is None:
@@ -431,6 +518,8 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             },
             "version": 1,
         }
+        enc = self.encryption
+        record.update(self.content_digests((state, messages)))
         for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
             if getattr(ckpt, name) is not None:
                 record["fields"][name] = getattr(ckpt, name)
@@ -440,8 +529,13 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-            known = self._known_pages(m, parent_id)
-            data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
+            new_pages: list[tuple[str, bytes]] = []
+            page_refs: list[dict[str, Any]] = []
+            if enc is not None:  # no shared pages (of state or messages): their names would be digests of plaintext
+                data = self.seal_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages))
+            else:
+                known = self._known_pages(m, parent_id)
+                data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
             writes.append(self.store.put(key, data))
             writes.extend(self.store.put(k, d) for k, d in new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
@@ -456,6 +550,8 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
             actions.insert(0, {"action": "add", "record": record})
         else:
             ops = diff_checkpoint(*await self._content_of(m, parent_id), state, messages)
+            if enc is not None:
+                ops = crypto.seal_ops(enc, self._archive_id, m.thread_id, ckpt.checkpoint_id, ops)
             assert depth is not None
             record.update(kind="delta", depth=depth + 1)
             if ops:
@@ -465,6 +561,26 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
         return actions, writes, (state, messages)
+
+    def content_digests(self, content: Content) -> dict[str, Any]:
+        """Record fields proving a content: ``state_sha256`` + ``messages_sha256``, or with encryption
+        ``enc`` + keyed ``state_mac`` + ``messages_mac`` (a plain digest would let anyone confirm a guess)."""
+        raw_state, raw_messages = codec.dumps(content[0]), codec.dumps(content[1])
+        enc = self.encryption
+        if enc is None:
+            return {"state_sha256": codec.sha256(raw_state), "messages_sha256": codec.sha256(raw_messages)}
+        return {
+            "enc": {"alg": crypto.ALG, "key_id": enc.active_key_id},
+            "state_mac": enc.mac(enc.active_key_id, raw_state),
+            "messages_mac": enc.mac(enc.active_key_id, raw_messages),
+        }
+
+    def seal_snapshot(self, thread_id: str, checkpoint_id: str, content: Content) -> bytes:
+        """An encrypted, unpaged snapshot object of state *and* messages; needs ``encryption``."""
+        assert self.encryption is not None
+        state, messages = content
+        data = encode_snapshot(thread_id, checkpoint_id, state, messages=messages)
+        return self.encryption.seal(data, crypto.aad(self._archive_id, thread_id, checkpoint_id, "snapshot"))
 
     @staticmethod
     def _known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
@@ -497,7 +613,7 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
         doc = seal({"type": "id", "thread_id": thread_id, "checkpoint_id": checkpoint_id})
         if await self.store.put_if_absent(key, doc):
             return
-        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}")
+        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}", key=key)
         owner = existing.get("thread_id")
         if isinstance(owner, str) and owner != thread_id:
             other = await self._manifest(owner)
@@ -507,13 +623,28 @@ class ArchiveCheckpointer(MaintenanceMixin, AsyncCoreCheckpointer):
 
     async def _publish(self, m: Manifest, *, compacted: bool) -> None:
         """After a commit: rewrite the hint; after a compaction also fold the manifest."""
+        # The commit already landed: a failed hint, part or fold only costs readers a few more
+        # reads (they probe past the hint and rebuild from the log), so none of it is an error.
         tasks = [self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id)))]
         if compacted:  # sealed parts first: the fold that names them must never exist without them
-            await asyncio.gather(*(self.store.put(key, data) for key, data in seal_parts(m)))
-            tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
-        await asyncio.gather(*tasks)
-        if compacted:
+            before = (list(m.parts), set(m.sealed), set(m.dirty))
+            written = await asyncio.gather(
+                *(self.store.put(key, data) for key, data in seal_parts(m)), return_exceptions=True
+            )
+            failed = [r for r in written if isinstance(r, BaseException)]
+            if failed:
+                m.parts, m.sealed, m.dirty = before  # no fold may name a part that was not written
+                compacted = False
+                if not all(isinstance(r, Exception) for r in failed):
+                    raise next(r for r in failed if not isinstance(r, Exception))
+            else:
+                tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        if compacted and not isinstance(results[-1], BaseException):
             self._folded_seq[m.thread_id] = m.seq
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result  # a crash/cancellation is not swallowed
 
     # -- maintenance -------------------------------------------------------------
     async def _compact(self, thread_id: str) -> bool:

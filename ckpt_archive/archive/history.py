@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..delta import apply_checkpoint
-from ..errors import CheckpointConflict, MissingObject
+from ..errors import CheckpointConflict, EncryptionError, MissingObject
 from ..model import RESERVED_PREFIX, Checkpoint, uuid7
 from ..retention import PINNED_KEY
 from . import layout
@@ -79,7 +79,8 @@ async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator
                 ops = m.inline.get(cid, [])
             else:
                 ops = []
-            content = apply_checkpoint(*base, ops)
+            content = apply_checkpoint(*base, cp._plain_ops(rec, ops, thread_id))
+            cp._check_content(content, rec, thread_id)
         states[cid] = content
         while len(states) > _KEEP_STATES:
             states.popitem(last=False)
@@ -116,8 +117,15 @@ async def _plan_into(
         raise CheckpointConflict(f"thread {dst!r} already has checkpoints; copy into a new thread id")
 
 
+def _refuse_encrypted(cp: ArchiveCheckpointer, what: str) -> None:
+    # ciphertexts are bound to their thread and checkpoint: a server-side copy would not decrypt
+    if cp.encryption is not None:
+        raise EncryptionError(f"{what} of an encrypted archive is not supported yet (it would need re-encryption)")
+
+
 async def fork(cp: ArchiveCheckpointer, checkpoint_id: str, new_thread_id: str) -> str:
     """Start thread ``new_thread_id`` at a copy of ``checkpoint_id`` (a new id, no parent); returns its id."""
+    _refuse_encrypted(cp, "fork")
     layout.thread_dir(new_thread_id)
     src_thread = await thread_of(cp, checkpoint_id)
     src = await cp._manifest(src_thread)
@@ -163,6 +171,7 @@ async def copy_thread(cp: ArchiveCheckpointer, src_thread: str, dst_thread: str)
     Only objects the kept records reference are copied (server-side), never
     tombstoned ones or the old log; the copy is one commit.
     """
+    _refuse_encrypted(cp, "copy_thread")
     layout.thread_dir(dst_thread)
     await cp._check_root()
     src = await cp._manifest(src_thread)

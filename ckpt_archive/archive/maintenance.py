@@ -92,10 +92,22 @@ def known_pages(m: Manifest) -> dict[str, dict[str, Any]]:
 async def rewrite_full(
     cp: ArchiveCheckpointer, m: Manifest, rec: Record, content: Content, writes: list[Awaitable[None]]
 ) -> tuple[dict[str, Any], int]:
-    """Plan a new full snapshot for ``rec`` (its writes appended to ``writes``): (record changes, bytes)."""
-    ref, objects, size = snapshot_ref(m.thread_id, rec, content, known_pages(m))
+    """Plan a new full snapshot for ``rec`` (its writes appended to ``writes``): (record changes, bytes).
+
+    The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
+    """
+    if cp.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
+        key = layout.rewrite_snapshot_key(m.thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
+        data = cp.seal_snapshot(m.thread_id, rec["id"], content)
+        ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+        objects, size = [(key, data)], len(data)
+    else:
+        ref, objects, size = snapshot_ref(m.thread_id, rec, content, known_pages(m))
     writes.extend(cp.store.put(k, d) for k, d in objects)
-    return {"kind": "full", "depth": 0, "ref": ref, "bytes": size}, size
+    digest = cp.content_digests(content)
+    # an update merges into the record: a plain digest of the old content must not survive its encryption
+    digest.update({name: None for name in ("state_sha256", "messages_sha256") if name in rec and name not in digest})
+    return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
 
 
 def _tombstone(before: dict[str, int], after: Iterable[Record], extra: dict[str, int]) -> dict[str, Any] | None:

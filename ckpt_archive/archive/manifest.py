@@ -28,10 +28,14 @@ from typing import Any
 from .. import codec
 from ..delta import Delta
 from ..errors import BrokenChain, CorruptManifest, IntegrityError, UnsupportedFormatVersion
+from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
 KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "rebase", "update", "tombstone", "purge"})
-UPDATABLE = frozenset({"kind", "depth", "ref", "bytes", "version", "metadata", "fields"})
+UPDATABLE = frozenset(
+    {"kind", "depth", "ref", "bytes", "version", "metadata", "fields"}
+    | {"state_sha256", "messages_sha256", "state_mac", "messages_mac", "enc"}
+)
 
 
 def seal(doc: dict[str, Any]) -> bytes:
@@ -41,16 +45,31 @@ def seal(doc: dict[str, Any]) -> bytes:
     return codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))})
 
 
-def unseal(data: bytes, what: str, *, compressed: bool = False) -> dict[str, Any]:
+def unseal(
+    data: bytes,
+    what: str,
+    *,
+    compressed: bool = False,
+    thread_id: str | None = None,
+    key: str | None = None,
+) -> dict[str, Any]:
+    """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest.
+
+    Writers store the canonical JSON exactly, so any other bytes (even whitespace that would
+    parse to the same document) are reported as corruption too.
+    """
     try:
-        doc = codec.decode_document(data, what, compressed=compressed)
+        raw = codec.decompress(data, what=what) if compressed else data
+        doc = codec.decode_document(raw, what)
     except UnsupportedFormatVersion:
         raise
     except IntegrityError as exc:
-        raise CorruptManifest(str(exc)) from None
+        raise CorruptManifest(str(exc), thread_id=thread_id, key=key) from None
     body = {k: v for k, v in doc.items() if k != "digest"}
-    if doc.get("digest") != codec.sha256(codec.dumps(body)):
-        raise CorruptManifest(f"{what} fails its digest check")
+    if doc.get("digest") != codec.sha256(codec.dumps(body)) or codec.dumps(doc) != raw:
+        raise CorruptManifest(f"{what} fails its digest check", thread_id=thread_id, key=key)
+    if thread_id is not None and "thread_id" in doc and doc["thread_id"] != thread_id:
+        raise CorruptManifest(f"{what} belongs to thread {doc['thread_id']!r}", thread_id=thread_id, key=key)
     return doc
 
 
@@ -93,7 +112,15 @@ class Manifest:
     # -- folding ---------------------------------------------------------------
     def apply_entry(self, doc: dict[str, Any]) -> None:
         if doc.get("type") != "commit" or doc.get("seq") != self.seq + 1:
-            raise CorruptManifest(f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}")
+            raise CorruptManifest(
+                f"commit entry out of order: expected seq {self.seq + 1}, got {doc.get('seq')!r}",
+                thread_id=self.thread_id,
+            )
+        if doc.get("thread_id", self.thread_id) != self.thread_id:
+            raise CorruptManifest(
+                f"commit {doc['seq']} belongs to thread {doc.get('thread_id')!r}", thread_id=self.thread_id
+            )
+        check_commit(doc, self.thread_id)
         for action in doc.get("actions", []):
             kind = action.get("action")
             if kind not in KNOWN_ACTIONS:
@@ -192,9 +219,26 @@ class Manifest:
         return codec.compress(seal(doc))
 
     @classmethod
-    def from_folded(cls, data: bytes, what: str, parts: list[list[Record]] | None = None) -> Manifest:
+    def from_folded(
+        cls,
+        data: bytes,
+        what: str,
+        parts: list[list[Record]] | None = None,
+        *,
+        thread_id: str | None = None,
+        key: str | None = None,
+        seq: int | None = None,
+    ) -> Manifest:
         """Parse a folded manifest; ``parts`` are the records of its sealed parts, in order."""
-        doc = unseal(data, what, compressed=True)
+        doc = unseal(data, what, compressed=True, thread_id=thread_id, key=key)
+        if doc.get("type") != "manifest" or (seq is not None and doc.get("seq") != seq):
+            msg = f"{what} is not the folded manifest of seq {seq}"
+            raise CorruptManifest(msg, thread_id=thread_id, key=key)
+        tid = str(doc.get("thread_id")) if thread_id is None else thread_id
+        check_folded(doc, tid, key)
+        for part in parts or []:
+            for rec in part:
+                check_record(rec, tid, key)
         m = cls(doc["thread_id"], doc["seq"])
         m.parts = list(doc.get("parts", []))
         if len(parts or []) != len(m.parts):
@@ -215,9 +259,14 @@ class Manifest:
         return m
 
     @staticmethod
-    def part_refs(data: bytes, what: str) -> list[dict[str, Any]]:
+    def part_refs(
+        data: bytes, what: str, *, thread_id: str | None = None, key: str | None = None
+    ) -> list[dict[str, Any]]:
         """The sealed parts a folded manifest needs (read them before ``from_folded``)."""
-        return list(unseal(data, what, compressed=True).get("parts", []))
+        parts = unseal(data, what, compressed=True, thread_id=thread_id, key=key).get("parts", [])
+        if not isinstance(parts, list):
+            raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
+        return parts
 
     def hint(self, manifest_seq: int | None) -> bytes:
         chain = self.chain(self.head) if self.head else []

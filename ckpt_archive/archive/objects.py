@@ -60,6 +60,22 @@ def verify(data: bytes, ref: dict[str, Any], *, thread_id: str, checkpoint_id: s
         )
 
 
+def check_content(content: tuple[dict[str, Any], list[Any]], record: dict[str, Any], thread_id: str) -> None:
+    """A rebuilt (state, messages) must hash to the ``state_sha256`` and ``messages_sha256`` recorded
+    at save (each checked where the record has it: records written before messages have neither)."""
+    for name, value in (("state", content[0]), ("messages", content[1])):
+        want = record.get(f"{name}_sha256")
+        if want is not None and codec.sha256(codec.dumps(value)) != want:
+            raise DigestMismatch(
+                f"rebuilt {name} differ from the {name}_sha256 recorded when it was saved"
+                if name == "messages"
+                else "rebuilt state differs from the state_sha256 recorded when it was saved",
+                thread_id=thread_id,
+                checkpoint_id=record.get("id"),
+                key=record.get("ref", {}).get("key"),
+            )
+
+
 def encode_snapshot(
     thread_id: str,
     checkpoint_id: str,

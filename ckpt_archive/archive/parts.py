@@ -23,6 +23,7 @@ from .. import codec
 from ..errors import CorruptManifest, MissingObject
 from . import layout
 from .manifest import Manifest, Record, seal, unseal
+from .schema import check_object_key
 
 PART_SIZE = 500
 """Records per sealed part."""
@@ -63,13 +64,21 @@ def decode_part(data: bytes | None, ref: dict[str, Any], thread_id: str) -> list
     doc = unseal(data, f"manifest part {key!r}", compressed=True)
     if doc.get("type") != "manifest-part" or doc.get("thread_id") != thread_id:
         raise CorruptManifest(f"{key!r} is not a manifest part of thread {thread_id!r}")
-    records: list[Record] = doc["records"]
+    records = doc.get("records")
+    if not isinstance(records, list):
+        raise CorruptManifest(f"manifest part {key!r} has no records", thread_id=thread_id, key=key)
     return records
 
 
-async def read_folded(store: Any, thread_id: str, data: bytes, what: str) -> Manifest:
+async def read_folded(
+    store: Any, thread_id: str, data: bytes, what: str, *, key: str | None = None, seq: int | None = None
+) -> Manifest:
     """A folded manifest with its sealed parts read (in parallel) and checked."""
-    refs = Manifest.part_refs(data, what)
+    refs = Manifest.part_refs(data, what, thread_id=thread_id, key=key)
+    if not all(isinstance(r, dict) and isinstance(r.get("key"), str) for r in refs):
+        raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
+    for ref in refs:
+        check_object_key(ref["key"], thread_id, "_parts")
     datas = await store.get_many([ref["key"] for ref in refs]) if refs else []
     parts = [decode_part(d, ref, thread_id) for d, ref in zip(datas, refs, strict=True)]
-    return Manifest.from_folded(data, what, parts)
+    return Manifest.from_folded(data, what, parts, thread_id=thread_id, key=key, seq=seq)

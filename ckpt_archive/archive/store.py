@@ -12,6 +12,11 @@ The one primitive the commit protocol needs is *put-if-absent of a new object*
 
 Everything is async; blocking filesystems run in the default executor so the
 event loop is never blocked.
+
+Transient failures (throttling, 5xx, 409 ConditionalRequestConflict, connection
+resets, timeouts) are retried with full-jitter exponential backoff. A put-if-absent
+whose outcome is unknown (the request may have landed before the error) is resolved
+on retry: if the key now holds exactly our bytes, the write was ours.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -29,11 +35,81 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from ..errors import UnsafeBackend
+from ..errors import InvalidIdentifier, UnsafeBackend
 
 T = TypeVar("T")
 _memory_lock = threading.Lock()
 _OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss", "adl"}
+
+
+_TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "ServiceUnavailable",
+        "InternalError",
+        "RequestTimeout",
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "ConditionalRequestConflict",
+        "OperationAborted",
+        "ServerBusy",
+        "OperationTimedOut",
+    }
+)
+_TRANSIENT_TYPES = frozenset(
+    {
+        "ServerDisconnectedError",
+        "ClientConnectionError",
+        "ClientConnectorError",
+        "ClientOSError",
+        "ClientPayloadError",
+        "ServiceRequestError",
+        "ServiceResponseError",
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "ConnectionClosedError",
+        "IncompleteRead",
+        "ProtocolError",
+        "RemoteDisconnected",
+    }
+)
+_PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+def _status_transient(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and (value in (408, 429) or 500 <= value < 600)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: throttling, 5xx, 409 conflicts, resets and timeouts.
+
+    Looks through the chain of causes, since fsspec backends wrap the client's
+    error (botocore ClientError, gcsfs HttpError, azure HttpResponseError) in an OSError.
+    """
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, _PERMANENT):
+            return False
+        if isinstance(e, ConnectionError | TimeoutError | asyncio.TimeoutError):
+            return True
+        if type(e).__name__ in _TRANSIENT_TYPES:
+            return True
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):  # botocore ClientError
+            error = response.get("Error") or {}
+            http = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            if error.get("Code") in _TRANSIENT_CODES or _status_transient(http):
+                return True
+        if _status_transient(getattr(e, "code", None)) or _status_transient(getattr(e, "status_code", None)):
+            return True  # gcsfs HttpError.code, azure HttpResponseError.status_code
+        if getattr(e, "error_code", None) in _TRANSIENT_CODES:
+            return True
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+    return False
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
@@ -44,10 +120,21 @@ def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
 class ObjectStore:
     """Keys are '/'-separated strings relative to ``root``."""
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, *, single_writer: bool = False) -> None:
+    def __init__(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+        *,
+        single_writer: bool = False,
+        retries: int = 6,
+        backoff: float = 0.05,
+        max_backoff: float = 2.0,
+    ) -> None:
         self.fs = fs
         self.root = root.rstrip("/")
         self.single_writer = single_writer
+        self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
+        self.retried = 0  # transient failures retried so far (for tests and diagnostics)
         if isinstance(fs, LocalFileSystem):
             self.kind = "local"
         elif isinstance(fs, MemoryFileSystem):
@@ -67,9 +154,26 @@ class ObjectStore:
         return self.kind != "generic"
 
     def path(self, key: str) -> str:
-        if not self.root:
-            return key
-        return f"{self.root}/{key}" if key else self.root
+        """Full path of ``key``; a key that could leave the root (``..``, ``.``, ``//``, NUL) is refused."""
+        if not key:
+            return self.root
+        if "\x00" in key or "\\" in key or any(seg in ("", ".", "..") for seg in key.split("/")):
+            raise InvalidIdentifier(f"object key {key!r} could leave the archive root")
+        return f"{self.root}/{key}" if self.root else key
+
+    async def _retry(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run ``fn``, retrying transient failures with full-jitter exponential backoff."""
+        attempt = 0
+        while True:
+            try:
+                return await fn()
+            except Exception as exc:
+                if attempt >= self.retries or not is_transient(exc):
+                    raise
+            delay = min(self.max_backoff, self.backoff * 2**attempt)
+            attempt += 1
+            self.retried += 1
+            await asyncio.sleep(random.uniform(0, delay))
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         if self.kind == "memory":
@@ -79,6 +183,9 @@ class ObjectStore:
     # -- reads -----------------------------------------------------------------
     async def get(self, key: str) -> bytes:
         """Bytes of ``key``; FileNotFoundError if absent."""
+        return await self._retry(lambda: self._get(key))
+
+    async def _get(self, key: str) -> bytes:
         path = self.path(key)
         if self.kind == "object":
             data = await self.fs._cat_file(path, start=0)  # start=0: one GET, no sizing HEAD
@@ -99,9 +206,14 @@ class ObjectStore:
 
     async def list_dir(self, prefix: str) -> list[str]:
         """Names directly under ``prefix`` (files and folders); [] if it does not exist."""
+        return await self._retry(lambda: self._list_dir(prefix))
+
+    async def _list_dir(self, prefix: str) -> list[str]:
         path = self.path(prefix)
         try:
             if self.kind == "object":
+                # adlfs ignores ``refresh`` (its flag is ``invalidate_cache``): drop the listing cache for all
+                self.fs.invalidate_cache(path)
                 entries = await self.fs._ls(path, detail=False, refresh=True)
             else:
                 entries = await self._blocking(lambda: self.fs.ls(path, detail=False))
@@ -120,6 +232,9 @@ class ObjectStore:
 
     async def find(self, prefix: str) -> dict[str, dict[str, Any]]:
         """Every object under ``prefix`` (recursive): key -> {size, mtime (UTC datetime or None)}."""
+        return await self._retry(lambda: self._find(prefix))
+
+    async def _find(self, prefix: str) -> dict[str, dict[str, Any]]:
         path = self.path(prefix)
         try:
             if self.kind == "object":
@@ -139,6 +254,9 @@ class ObjectStore:
     # -- writes ----------------------------------------------------------------
     async def put(self, key: str, data: bytes) -> None:
         """Write (or replace) ``key`` atomically: readers see the old or the new bytes."""
+        await self._retry(lambda: self._put(key, data))
+
+    async def _put(self, key: str, data: bytes) -> None:
         path = self.path(key)
         if self.kind == "object":
             await self.fs._pipe_file(path, data)
@@ -148,7 +266,26 @@ class ObjectStore:
             await self._blocking(self.fs.pipe_file, path, data)
 
     async def put_if_absent(self, key: str, data: bytes) -> bool:
-        """Create ``key`` only if it does not exist; False if it already did."""
+        """Create ``key`` only if it does not exist; False if it already did (with other bytes).
+
+        If the key holds exactly ``data``, the write was ours: an earlier attempt whose
+        reply was lost (timeout after send), retried here or inside the client library.
+        """
+
+        async def attempt() -> bool:
+            if await self._create(key, data):
+                return True
+            return await self._get_or_none_once(key) == data
+
+        return await self._retry(attempt)
+
+    async def _get_or_none_once(self, key: str) -> bytes | None:
+        try:
+            return await self._get(key)
+        except FileNotFoundError:
+            return None
+
+    async def _create(self, key: str, data: bytes) -> bool:
         path = self.path(key)
         try:
             if self.kind == "object":
@@ -179,6 +316,9 @@ class ObjectStore:
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete keys; missing ones are ignored."""
+        await self._retry(lambda: self._delete(keys))
+
+    async def _delete(self, keys: Sequence[str]) -> None:
         paths = [self.path(k) for k in keys]
         if not paths:
             return
@@ -195,6 +335,9 @@ class ObjectStore:
         await self._blocking(rm)
 
     async def delete_prefix(self, prefix: str) -> None:
+        await self._retry(lambda: self._delete_prefix(prefix))
+
+    async def _delete_prefix(self, prefix: str) -> None:
         path = self.path(prefix)
         with contextlib.suppress(FileNotFoundError):
             if self.kind == "object":

@@ -1,0 +1,182 @@
+"""Shape checks for manifest documents, so a forged or garbled (but well-sealed) document
+gives ``CorruptManifest`` instead of a KeyError deep in the reader, and can never make
+the reader touch an object outside its own thread's folder."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from ..errors import CorruptManifest
+from . import layout
+
+REF_TYPES = frozenset({"snapshot", "segment", "inline", "empty"})
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+class _Bad(Exception):
+    pass
+
+
+def _need(cond: bool, what: str) -> None:
+    if not cond:
+        raise _Bad(what)
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_object_key(key: Any, thread_id: str, folder: str) -> None:
+    """A payload key must name a plain object inside ``<thread dir>/<folder>/``."""
+    _need(isinstance(key, str), "object key is not a string")
+    prefix = f"{layout.thread_dir(thread_id)}/{folder}/"
+    _need(key.startswith(prefix), f"object key {key!r} is outside {prefix!r}")
+    name = key[len(prefix) :]
+    _need(bool(name) and "/" not in name and "\\" not in name and "\x00" not in name, f"bad object key {key!r}")
+    _need(name not in (".", ".."), f"bad object key {key!r}")
+
+
+def _ref(ref: Any, thread_id: str) -> None:
+    _need(isinstance(ref, dict) and ref.get("type") in REF_TYPES, "ref has an unknown type")
+    if ref["type"] in ("snapshot", "segment"):
+        check_object_key(ref.get("key"), thread_id, "snapshots" if ref["type"] == "snapshot" else "deltas")
+        _need(isinstance(ref.get("sha256"), str) and bool(_SHA256.fullmatch(ref["sha256"])), "ref sha256")
+        _need(_int(ref.get("size")) and ref["size"] >= 0, "ref size")
+    if ref["type"] == "segment":
+        _need(_int(ref.get("row_group")) and ref["row_group"] >= 0, "ref row_group")
+    pages = ref.get("pages", [])
+    _need(isinstance(pages, list), "ref pages")
+    for page in pages:
+        _need(isinstance(page, dict) and isinstance(page.get("digest"), str), "page ref")
+        _need(bool(_SHA256.fullmatch(page["digest"])), "page digest")
+        check_object_key(page.get("key"), thread_id, "pages")
+
+
+def _record(rec: Any, thread_id: str) -> None:
+    _need(isinstance(rec, dict), "record is not an object")
+    _need(isinstance(rec.get("id"), str) and bool(rec["id"]), "record id")
+    _need(rec.get("parent") is None or isinstance(rec["parent"], str), "record parent")
+    _need(_int(rec.get("step")), "record step")
+    _need(rec.get("kind") in ("full", "delta"), "record kind")
+    _need(_int(rec.get("depth")) and rec["depth"] >= 0, "record depth")
+    _need(rec["kind"] == "full" or rec.get("parent") is not None, "delta without a parent")
+    _need(isinstance(rec.get("created_at"), str), "record created_at")
+    try:
+        datetime.fromisoformat(rec["created_at"])
+    except ValueError:
+        raise _Bad("record created_at is not a timestamp") from None
+    _need(isinstance(rec.get("metadata", {}), dict) and isinstance(rec.get("fields", {}), dict), "record fields")
+    _need(_int(rec.get("bytes", 0)) and _int(rec.get("version", 1)), "record sizes")
+    for name in ("state_sha256", "messages_sha256"):
+        sha = rec.get(name)
+        _need(sha is None or (isinstance(sha, str) and bool(_SHA256.fullmatch(sha))), f"record {name}")
+    enc = rec.get("enc")
+    _need(enc is None or (isinstance(enc, dict) and isinstance(enc.get("key_id"), str)), "record enc")
+    _need(enc is None or isinstance(rec.get("state_mac"), str), "encrypted record without state_mac")
+    _need(rec.get("messages_mac") is None or isinstance(rec["messages_mac"], str), "record messages_mac")
+    _ref(rec.get("ref"), thread_id)
+    _need(rec["kind"] != "full" or rec["ref"]["type"] == "snapshot", "full record without a snapshot")
+
+
+def check_record(rec: Any, thread_id: str, key: str | None = None) -> None:
+    try:
+        _record(rec, thread_id)
+    except _Bad as exc:
+        rid = rec.get("id") if isinstance(rec, dict) and isinstance(rec.get("id"), str) else None
+        raise CorruptManifest(f"malformed record: {exc}", thread_id=thread_id, checkpoint_id=rid, key=key) from None
+
+
+def check_commit(doc: dict[str, Any], thread_id: str, key: str | None = None) -> None:
+    """The ``add`` and ``compact`` actions of a commit entry (other actions are checked where applied)."""
+    try:
+        actions = doc.get("actions")
+        _need(isinstance(actions, list), "actions is not a list")
+        assert isinstance(actions, list)
+        for action in actions:
+            _need(isinstance(action, dict), "action is not an object")
+            if action.get("action") == "add":
+                _record(action.get("record"), thread_id)
+                _need(isinstance(action.get("ops", []), list), "ops is not a list")
+            elif action.get("action") == "compact":
+                check_object_key(action.get("key"), thread_id, "deltas")
+                _need(isinstance(action.get("sha256"), str) and _int(action.get("size")), "compact digest")
+                groups = action.get("row_groups")
+                _need(isinstance(groups, dict), "row_groups")
+                for group in groups.values():
+                    _need(isinstance(group, dict) and _int(group.get("row_group")), "row group")
+                    _need(_int(group.get("bytes", 0)), "row group bytes")
+                _need(isinstance(action.get("empty", []), list), "empty")
+            else:
+                _maintenance(action, thread_id)
+    except _Bad as exc:
+        raise CorruptManifest(f"malformed commit entry: {exc}", thread_id=thread_id, key=key) from None
+
+
+def _strs(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _thread_object(key: Any, thread_id: str) -> None:
+    """A key maintenance may delete: inside the thread's folder, or the thread's ``_ids/`` entries."""
+    _need(isinstance(key, str), "object key is not a string")
+    prefix = layout.thread_dir(thread_id) + "/"
+    _need(key.startswith((prefix, "_ids/")), f"object key {key!r} is outside the thread")
+    segments = key.split("/")
+    _need(all(seg not in ("", ".", "..") for seg in segments) and "\x00" not in key, f"bad object key {key!r}")
+
+
+def _maintenance(action: dict[str, Any], thread_id: str) -> None:
+    kind = action.get("action")
+    if kind == "remove":
+        _need(_strs(action.get("ids")), "remove ids")
+    elif kind in ("rebase", "update"):
+        _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), f"{kind} action")
+        if "ref" in action["set"]:
+            _ref(action["set"]["ref"], thread_id)
+        _need(isinstance(action.get("ops", []), list), f"{kind} ops")
+    elif kind == "tombstone":
+        objects = action.get("objects")
+        _need(isinstance(action.get("at"), str) and isinstance(objects, dict), "tombstone action")
+        assert isinstance(objects, dict)
+        for key, size in objects.items():
+            _thread_object(key, thread_id)
+            _need(_int(size), "tombstone size")
+    elif kind == "purge":
+        _need(_strs(action.get("keys")), "purge keys")
+
+
+def check_folded(doc: dict[str, Any], thread_id: str, key: str | None = None) -> None:
+    records = doc.get("records")
+    inline = doc.get("inline", {})
+    if not isinstance(records, list) or not isinstance(inline, dict) or not _int(doc.get("seq")):
+        raise CorruptManifest("malformed folded manifest", thread_id=thread_id, key=key)
+    if not all(isinstance(ops, list) for ops in inline.values()):
+        raise CorruptManifest("malformed folded manifest: inline ops", thread_id=thread_id, key=key)
+    for rec in records:
+        check_record(rec, thread_id, key)
+
+
+def check_hint(doc: dict[str, Any], thread_id: str) -> None:
+    """A head hint is only used when every field has the right shape."""
+    chain = doc.get("chain", [])
+    manifest_seq = doc.get("manifest_seq")
+    if not _int(doc.get("seq")) or not (manifest_seq is None or _int(manifest_seq)) or not isinstance(chain, list):
+        raise CorruptManifest("malformed head hint", thread_id=thread_id)
+    for rec in chain:
+        check_record({k: v for k, v in rec.items() if k != "ops"} if isinstance(rec, dict) else rec, thread_id)
+        if not isinstance(rec.get("ops", []), list):
+            raise CorruptManifest("malformed head hint: ops", thread_id=thread_id)
+
+
+def id_entry_thread(data: bytes, checkpoint_id: str) -> str:
+    """The thread an ``_ids/`` entry names, once it proves to be the entry of ``checkpoint_id``."""
+    from .manifest import unseal
+
+    key = layout.id_key(checkpoint_id)
+    doc = unseal(data, f"id entry of {checkpoint_id!r}", key=key)
+    thread_id = doc.get("thread_id")
+    if doc.get("checkpoint_id") != checkpoint_id or not isinstance(thread_id, str):
+        raise CorruptManifest("id entry is not this checkpoint's", checkpoint_id=checkpoint_id, key=key)
+    return thread_id

@@ -1,0 +1,378 @@
+"""Proving what an archive holds: ``verify`` (whole archive, every problem), one checkpoint, restores.
+
+* ``verify_archive`` reads every commit entry, folded manifest, hint, payload object
+  and ``_ids`` entry of the threads it checks, rebuilds every checkpoint's content (state
+  and messages) and compares it with the ``state_sha256``/``messages_sha256`` (or, encrypted,
+  ``state_mac``/``messages_mac``) recorded at save. It collects *every* problem
+  into a ``VerifyReport`` instead of stopping at the first.
+* ``rebuild`` rebuilds one checkpoint from freshly read objects (no cache): strict
+  (any failed check raises its typed ``IntegrityError``) or lenient (digest and size
+  checks become notes; only what cannot be decoded at all still raises).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .. import codec
+from ..delta import Delta, apply_checkpoint
+from ..errors import (
+    BrokenChain,
+    CheckpointError,
+    CheckpointNotFound,
+    CorruptManifest,
+    IntegrityError,
+    MissingObject,
+    UnsupportedFormatVersion,
+)
+from . import layout
+from .manifest import Manifest, unseal
+from .objects import SegmentReader, verify
+from .parts import read_folded
+from .schema import id_entry_thread
+
+if TYPE_CHECKING:
+    from .checkpointer import ArchiveCheckpointer
+    from .content import Content
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing ``verify`` could not prove; ``kind`` is the name of the typed error it amounts to."""
+
+    kind: str
+    message: str
+    thread_id: str | None = None
+    checkpoint_id: str | None = None
+    key: str | None = None
+
+    @classmethod
+    def of(cls, exc: CheckpointError, thread_id: str | None = None) -> Problem:
+        return cls(
+            kind=type(exc).__name__,
+            message=str(exc),
+            thread_id=getattr(exc, "thread_id", None) or thread_id,
+            checkpoint_id=getattr(exc, "checkpoint_id", None),
+            key=getattr(exc, "key", None),
+        )
+
+
+@dataclass
+class VerifyReport:
+    """What ``ArchiveCheckpointer.verify`` checked and every problem it found (``ok`` when none)."""
+
+    threads: int = 0
+    checkpoints: int = 0
+    objects: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)  # unreferenced leftovers of lost saves: not an error
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __str__(self) -> str:
+        head = (
+            f"{self.threads} threads, {self.checkpoints} checkpoints, {self.objects} objects checked: "
+            f"{len(self.problems)} problems, {len(self.orphans)} orphan objects"
+        )
+        return "\n".join([head, *(f"  {p.kind}: {p.message}" for p in self.problems)])
+
+
+@dataclass(frozen=True, slots=True)
+class RestoredState:
+    """Result of the lenient ``restore_state``: the state (and messages) and what could not be proven."""
+
+    thread_id: str
+    checkpoint_id: str
+    state: dict[str, Any]
+    unproven: tuple[str, ...] = ()
+    messages: list[Any] = field(default_factory=list)
+
+    @property
+    def proven(self) -> bool:
+        return not self.unproven
+
+
+# -- one checkpoint ---------------------------------------------------------------
+async def locate(cp: ArchiveCheckpointer, checkpoint_id: str) -> tuple[Manifest, str]:
+    """The manifest of the thread holding ``checkpoint_id`` (via its ``_ids`` entry)."""
+    key = layout.id_key(checkpoint_id)
+    data = await cp.store.get_or_none(key)
+    if data is None:
+        raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is not in this archive")
+    thread_id = id_entry_thread(data, checkpoint_id)
+    m = await cp._manifest(thread_id)
+    if checkpoint_id not in m.records:
+        raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is not in thread {thread_id!r}")
+    return m, thread_id
+
+
+async def rebuild(
+    cp: ArchiveCheckpointer, m: Manifest, checkpoint_id: str, *, strict: bool = True
+) -> tuple[Content, list[str]]:
+    """Content of ``checkpoint_id`` from freshly read objects; ((state, messages), notes on what was not proven)."""
+    thread_id, notes = m.thread_id, []
+    chain = m.chain(checkpoint_id)
+    keys = sorted({r["ref"]["key"] for r in chain if r["ref"]["type"] in ("snapshot", "segment")})
+    datas = dict(zip(keys, await cp.store.get_many(keys), strict=True))
+    readers: dict[str, SegmentReader] = {}
+    state: dict[str, Any] | None = None
+    messages: list[Any] = []
+    for rec in chain:
+        ref, cid = rec["ref"], rec["id"]
+        data = datas.get(ref.get("key", ""))
+        if ref["type"] in ("snapshot", "segment"):
+            if data is None:
+                raise MissingObject(
+                    "object referenced by the manifest is missing",
+                    thread_id=thread_id,
+                    checkpoint_id=cid,
+                    key=ref["key"],
+                )
+            try:
+                verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
+            except IntegrityError as exc:
+                if strict:
+                    raise
+                notes.append(f"{type(exc).__name__}: {exc}")
+        if ref["type"] == "snapshot":
+            assert data is not None
+            state, messages = await cp._snapshot_content(rec, data, thread_id)
+            continue
+        if state is None:
+            raise BrokenChain("chain does not start with a snapshot", thread_id=thread_id, checkpoint_id=cid)
+        ops: Delta = []
+        if ref["type"] == "segment":
+            if ref["key"] not in readers:
+                assert data is not None
+                readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
+            ops = readers[ref["key"]].ops(cid, ref["row_group"])
+        elif ref["type"] == "inline":
+            ops = m.inline.get(cid, [])
+        state, messages = apply_checkpoint(state, messages, cp._plain_ops(rec, ops, thread_id))
+    assert state is not None
+    try:
+        cp._check_content((state, messages), chain[-1], thread_id)
+    except IntegrityError as exc:
+        if strict:
+            raise
+        notes.append(f"{type(exc).__name__}: {exc}")
+    if "state_sha256" not in chain[-1] and "state_mac" not in chain[-1]:
+        notes.append("no state_sha256 recorded for this checkpoint: its objects were checked, the state was not")
+    return (state, messages), notes
+
+
+# -- the whole archive ------------------------------------------------------------
+async def verify_archive(cp: ArchiveCheckpointer, thread_id: str | None = None) -> VerifyReport:
+    report = VerifyReport()
+    try:
+        await cp._check_root()
+    except CheckpointError as exc:
+        report.problems.append(Problem.of(exc))
+        return report
+    if thread_id is not None:
+        layout.thread_dir(thread_id)
+        threads = [thread_id]
+    else:
+        try:
+            threads = await cp._threads()
+        except CheckpointError as exc:
+            report.problems.append(Problem.of(exc))
+            return report
+    for thread in threads:
+        report.threads += 1
+        await _verify_thread(cp, thread, report)
+    return report
+
+
+async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: VerifyReport) -> None:
+    tdir = layout.thread_dir(thread_id)
+    found = await cp.store.find(tdir)
+    m = await _fold_log(cp, thread_id, found, report)
+    if m is None:
+        return
+    hint = await cp.store.get_or_none(layout.head_key(thread_id))
+    if hint is not None:
+        try:
+            unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id))
+        except (CorruptManifest, UnsupportedFormatVersion) as exc:
+            report.problems.append(Problem.of(exc, thread_id))
+    referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
+    referenced |= {p["key"] for r in m.records.values() for p in r["ref"].get("pages", [])}
+    report.objects += len(referenced)
+    awaiting_gc = set(m.tombstones)  # unreferenced on purpose: gc deletes them after the grace period
+    report.orphans += sorted(
+        k
+        for k in found
+        if k not in referenced
+        and k not in awaiting_gc
+        and "/_log/" not in k
+        and "/_parts/" not in k
+        and k != layout.head_key(thread_id)
+    )
+    await _verify_states(cp, m, report)
+    await _verify_ids(cp, m, report)
+
+
+async def _fold_log(
+    cp: ArchiveCheckpointer, thread_id: str, found: dict[str, Any], report: VerifyReport
+) -> Manifest | None:
+    """Fold every commit entry; check each folded manifest against the fold of the commits."""
+    log_dir = f"{layout.thread_dir(thread_id)}/_log/"
+    names = [k[len(log_dir) :] for k in found if k.startswith(log_dir)]
+    commits = sorted(int(n[:20]) for n in names if n.endswith(".json") and not n.endswith(".manifest.json.zst"))
+    folded = sorted(int(n[:20]) for n in names if n.endswith(".manifest.json.zst"))
+    if not commits and not folded:
+        return Manifest(thread_id)
+    last = max(commits + folded)
+    entry_keys = [layout.log_key(thread_id, s) for s in range(1, last + 1)]
+    fold_keys = [layout.manifest_key(thread_id, s) for s in folded]
+    datas = await cp.store.get_many(entry_keys + fold_keys)
+    entries, folds = datas[: len(entry_keys)], dict(zip(folded, datas[len(entry_keys) :], strict=True))
+    good_folds: dict[int, Manifest] = {}
+    for s, data in folds.items():
+        key = layout.manifest_key(thread_id, s)
+        try:
+            if data is None:
+                raise MissingObject("folded manifest vanished while verifying", thread_id=thread_id, key=key)
+            good_folds[s] = await read_folded(cp.store, thread_id, data, f"manifest {s}", key=key, seq=s)
+        except CheckpointError as exc:
+            report.problems.append(Problem.of(exc, thread_id))
+    m: Manifest | None = Manifest(thread_id)
+    for s, data in enumerate(entries, start=1):
+        key = layout.log_key(thread_id, s)
+        if m is not None and s - 1 in good_folds and _records(good_folds[s - 1]) != _records(m):
+            report.problems.append(
+                Problem(
+                    "CorruptManifest",
+                    "folded manifest differs from the fold of its commits",
+                    thread_id,
+                    key=key,
+                )
+            )
+        if data is None:
+            # below a good folded manifest, maintenance may have removed commits; above it they are needed
+            if m is not None and not any(f >= s for f in good_folds):
+                report.problems.append(Problem("MissingObject", "commit entry is missing", thread_id, key=key))
+            m = None
+            continue
+        try:
+            doc = unseal(data, f"commit {s}", thread_id=thread_id, key=key)
+            if m is None:
+                base = max((f for f in good_folds if f < s), default=None)
+                if base is None or base != s - 1:
+                    continue
+                m = good_folds[base].copy()
+            m.apply_entry(doc)
+        except CheckpointError as exc:
+            report.problems.append(Problem.of(exc, thread_id))
+            m = None
+    if m is None and last in good_folds:
+        m = good_folds[last].copy()
+    if m is None:
+        report.problems.append(
+            Problem("CorruptManifest", "the thread's manifest cannot be rebuilt from its log", thread_id)
+        )
+    return m
+
+
+def _records(m: Manifest) -> Any:
+    return codec.dumps([m.head, dict(m.records)])
+
+
+async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport) -> None:
+    """Rebuild every checkpoint, parent before child; each object is read and checked once.
+
+    A damaged object is reported once (as what it is); every checkpoint that needs it,
+    directly or through its chain, is reported as a ``BrokenChain``.
+    """
+    thread_id = m.thread_id
+    first_user: dict[str, str] = {}
+    for cid, rec in m.records.items():
+        if rec["ref"]["type"] in ("snapshot", "segment"):
+            first_user.setdefault(rec["ref"]["key"], cid)
+    keys = sorted(first_user)
+    datas = dict(zip(keys, await cp.store.get_many(keys), strict=True))
+    readers: dict[str, SegmentReader] = {}
+    damaged: set[str] = set()
+    for key in keys:
+        rec = m.records[first_user[key]]
+        try:
+            data = datas[key]
+            if data is None:
+                raise MissingObject(
+                    "object referenced by the manifest is missing",
+                    thread_id=thread_id,
+                    checkpoint_id=rec["id"],
+                    key=key,
+                )
+            verify(data, rec["ref"], thread_id=thread_id, checkpoint_id=rec["id"])
+            if rec["ref"]["type"] == "segment":
+                readers[key] = SegmentReader(data, thread_id=thread_id, key=key)
+        except CheckpointError as exc:
+            damaged.add(key)
+            report.problems.append(Problem.of(exc, thread_id))
+    states: dict[str, Content | None] = {}
+    for cid, rec in m.records.items():
+        report.checkpoints += 1
+        ref = rec["ref"]
+        try:
+            if ref.get("key") in damaged:
+                states[cid] = None
+                if first_user[ref["key"]] != cid:
+                    raise BrokenChain(f"needs damaged object {ref['key']!r}", thread_id=thread_id, checkpoint_id=cid)
+                continue
+            if ref["type"] == "snapshot":
+                data = datas[ref["key"]]
+                assert data is not None
+                content = await cp._snapshot_content(rec, data, thread_id)
+            else:
+                parent = str(rec.get("parent"))
+                if parent not in states:  # parent committed later than its child: rebuild it on its own
+                    try:
+                        states[parent] = (await rebuild(cp, m, parent))[0] if parent in m.records else None
+                    except CheckpointError:
+                        states[parent] = None
+                base = states.get(parent)
+                if base is None:
+                    states[cid] = None
+                    raise BrokenChain(f"parent {parent!r} cannot be rebuilt", thread_id=thread_id, checkpoint_id=cid)
+                ops: Delta = []
+                if ref["type"] == "segment":
+                    ops = readers[ref["key"]].ops(cid, ref["row_group"])
+                elif ref["type"] == "inline":
+                    ops = m.inline.get(cid, [])
+                content = apply_checkpoint(*base, cp._plain_ops(rec, ops, thread_id))
+            cp._check_content(content, rec, thread_id)
+            states[cid] = content
+        except CheckpointError as exc:
+            states[cid] = None
+            report.problems.append(Problem.of(exc, thread_id))
+
+
+async def _verify_ids(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport) -> None:
+    ids = list(m.records)
+    datas = await asyncio.gather(*(cp.store.get_or_none(layout.id_key(cid)) for cid in ids))
+    for cid, data in zip(ids, datas, strict=True):
+        key = layout.id_key(cid)
+        try:
+            if data is None:
+                raise MissingObject(
+                    "id entry is missing: load_by_id cannot find it",
+                    thread_id=m.thread_id,
+                    checkpoint_id=cid,
+                    key=key,
+                )
+            doc = unseal(data, "id entry", key=key)
+            if doc.get("thread_id") != m.thread_id or doc.get("checkpoint_id") != cid:
+                raise CorruptManifest(
+                    "id entry names another thread or checkpoint",
+                    thread_id=m.thread_id,
+                    checkpoint_id=cid,
+                    key=key,
+                )
+        except CheckpointError as exc:
+            report.problems.append(Problem.of(exc, m.thread_id))

@@ -1,0 +1,104 @@
+"""Fault injection for the storage path: fail or "crash" at the k-th write or delete.
+
+``FaultyStore`` wraps a real ``ObjectStore`` (whatever fsspec filesystem it runs on) and
+counts every mutating call -- ``put``, ``put_if_absent``, ``delete``, ``delete_prefix`` --
+which is every way the archive changes storage. At call ``k`` it
+
+* ``fail``: raises an OSError *instead of* writing (a definite failure);
+* ``fail-after``: writes, then raises (the reply was lost: an ambiguous outcome);
+* ``crash``: raises ``Crash`` (a BaseException, so no library code can catch it) and from
+  then on every call, reads included, raises ``Crash`` too: the process is gone, writes
+  still in flight never happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ckpt_archive.archive.store import ObjectStore
+
+MODES = ("fail", "fail-after", "crash")
+
+
+class Crash(BaseException):
+    """The simulated death of the writing process."""
+
+
+@dataclass
+class FaultPlan:
+    mode: str
+    k: int  # 1-based index of the mutating call that fails
+    calls: list[str] = field(default_factory=list)
+    hit: bool = False
+    dead: bool = False
+    armed: bool = True
+
+
+class FaultyStore(ObjectStore):
+    def __init__(self, inner: ObjectStore, plan: FaultPlan) -> None:
+        self.__dict__.update(inner.__dict__)
+        self.plan = plan
+
+    def _check_alive(self) -> None:
+        if self.plan.dead:
+            raise Crash("process is dead")
+
+    async def _mutate(self, what: str) -> bool:
+        """Count a mutating call; True when it must raise after writing."""
+        self._check_alive()
+        plan = self.plan
+        if not plan.armed:
+            return False
+        plan.calls.append(what)
+        if len(plan.calls) != plan.k:
+            return False
+        plan.hit = True
+        if plan.mode == "crash":
+            plan.dead = True
+            raise Crash(f"crashed before {what}")
+        if plan.mode == "fail":
+            raise OSError(f"injected failure of {what}")
+        return True
+
+    def _after(self, what: str) -> None:
+        raise OSError(f"injected lost reply after {what}")
+
+    async def get(self, key: str) -> bytes:
+        self._check_alive()
+        return await super().get(key)
+
+    async def list_dir(self, prefix: str) -> list[str]:
+        self._check_alive()
+        return await super().list_dir(prefix)
+
+    async def find(self, prefix: str) -> dict[str, dict[str, object]]:
+        self._check_alive()
+        return await super().find(prefix)
+
+    async def put(self, key: str, data: bytes) -> None:
+        after = await self._mutate(f"put {key}")
+        await super().put(key, data)
+        self._check_alive()
+        if after:
+            self._after(f"put {key}")
+
+    async def put_if_absent(self, key: str, data: bytes) -> bool:
+        after = await self._mutate(f"put_if_absent {key}")
+        created = await super().put_if_absent(key, data)
+        self._check_alive()
+        if after:
+            self._after(f"put_if_absent {key}")
+        return created
+
+    async def delete(self, keys: Sequence[str]) -> None:
+        after = await self._mutate(f"delete {list(keys)}")
+        await super().delete(keys)
+        if after:
+            self._after("delete")
+
+    async def delete_prefix(self, prefix: str) -> None:
+        after = await self._mutate(f"delete_prefix {prefix}")
+        await super().delete_prefix(prefix)
+        if after:
+            self._after(f"delete_prefix {prefix}")

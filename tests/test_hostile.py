@@ -1,0 +1,342 @@
+"""Hostile input: ids, states, metadata and stored bytes an attacker (or a bug) could produce.
+
+Each gives a typed error (a ``CheckpointError``) or a correct result: never another
+exception, never a wrong or empty state, never a file outside the archive root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import ckpt_archive as ca
+from ckpt_archive import codec
+from ckpt_archive._sync import run_sync
+from ckpt_archive.archive import layout
+from ckpt_archive.archive.manifest import seal, unseal
+from ckpt_archive.archive.objects import SegmentReader, decode_snapshot
+from ckpt_archive.model import uuid7
+
+HOSTILE_IDS = [
+    "a/b",
+    "/abs",
+    "..",
+    "../..",
+    "a/../../b",
+    ".",
+    "a\x00b",
+    "\x00",
+    "\x01\x1f\x7f",
+    "line\nbreak\r",
+    "tab\there",
+    "x" * 10_240,
+    "é/../" * 2000,
+    "back\\slash",
+    "%2e%2e%2f",
+    "@" + "0" * 64,
+    "_ids",
+    "thread_id=x",
+    " ",
+    "ünïcødé 🧵",
+]
+
+
+def files_under(path: Path) -> set[str]:
+    return {os.path.relpath(os.path.join(d, f), path) for d, _, fs in os.walk(path) for f in fs}
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_IDS)
+def test_hostile_ids_round_trip_inside_the_root(tmp_path: Path, hostile: str) -> None:
+    root = tmp_path / "outer" / "archive"
+    cp = ca.open_archive(str(root), full_snapshot_interval=2)
+    saved = []
+    for step in range(3):
+        c = ca.Checkpoint(thread_id=hostile, checkpoint_id=f"{hostile}#{step}", state={"s": step}, step=step)
+        cp.save(c)
+        saved.append(c)
+    again = ca.open_archive(str(root))
+    assert again.load(hostile).state == {"s": 2}  # type: ignore[union-attr]
+    assert [again.load_by_id(c.checkpoint_id).state for c in saved] == [{"s": 0}, {"s": 1}, {"s": 2}]  # type: ignore[union-attr]
+    assert again.threads() == [hostile]
+    assert again.verify().ok
+    assert files_under(tmp_path) == {os.path.join("outer", "archive", f) for f in files_under(root)}
+    again.delete(hostile)
+    assert again.load(hostile) is None
+
+
+@pytest.mark.parametrize("bad", ["", "\ud800", "a\udfffb", 7, None, b"bytes", "x" * (64 * 1024 + 1)])
+def test_unstorable_ids_are_refused(bad: Any) -> None:
+    with pytest.raises(ca.InvalidIdentifier):
+        ca.Checkpoint(thread_id=bad, state={})
+    with pytest.raises(ca.InvalidIdentifier):
+        ca.Checkpoint(thread_id="t", checkpoint_id=bad, state={})
+
+
+@given(thread=st.text(min_size=1, max_size=60), cid=st.text(min_size=1, max_size=60))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_id_typed_error_or_round_trip(tmp_path: Path, thread: str, cid: str) -> None:
+    root = tmp_path / "fuzz-ids"
+    cp = ca.open_archive(str(root))
+    try:
+        ckpt = ca.Checkpoint(thread_id=thread, checkpoint_id=cid, state={"v": cid})
+        cp.save(ckpt)
+    except ca.CheckpointError:
+        return
+    assert cp.load_by_id(cid).state == {"v": cid}  # type: ignore[union-attr]
+    assert cp.load(thread).checkpoint_id == cid  # type: ignore[union-attr]
+    assert all(p.startswith("fuzz-ids") for p in files_under(tmp_path))
+    cp.delete(thread)
+
+
+def nested(depth: int) -> dict[str, Any]:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"k": value}
+    return value  # type: ignore[no-any-return]
+
+
+BAD_STATES = [
+    {"x": float("nan")},
+    {"x": float("inf")},
+    {"x": -float("inf")},
+    {"x": 2**64},
+    {"x": -(2**70)},
+    nested(codec.MAX_DEPTH + 5),
+    {"x": "placeholder: deep lists, set below"},
+    {1: "non-string key"},
+    {"x": {2: "nested non-string key"}},
+    {"x": b"bytes"},
+    {"x": {1, 2}},
+    {"x": (1, 2)},
+    {"x": datetime.now(UTC)},
+    {"x": "lone \ud800 surrogate"},
+    {"lone \udfff key": 1},
+    {"x": object()},
+]
+
+
+def _deep_lists(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+BAD_STATES[6] = {"x": _deep_lists(codec.MAX_DEPTH + 1)}
+
+
+@pytest.mark.parametrize("bad", BAD_STATES, ids=range(len(BAD_STATES)))
+def test_unstorable_states_are_refused_even_past_the_model(tmp_path: Path, bad: dict[Any, Any]) -> None:
+    with pytest.raises(ca.InvalidState):
+        ca.Checkpoint.new("t", bad)
+    cp = ca.open_archive(str(tmp_path / "a"))
+    raw = ca.Checkpoint.model_construct(
+        thread_id="t",
+        checkpoint_id=uuid7(),
+        parent_id=None,
+        step=0,
+        state=bad,
+        pending_nodes=[],
+        metadata={},
+        created_at=datetime.now(UTC),
+        cleared_interrupt=None,
+        attempts={},
+        child_ledger={},
+    )
+    with pytest.raises(ca.InvalidState):
+        cp.save(raw)
+    assert cp.load("t") is None
+
+
+def test_edge_states_that_are_json_round_trip(tmp_path: Path) -> None:
+    cp = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=3)
+    states = [
+        {"deep": nested(codec.MAX_DEPTH - 2)},
+        {"big": 2**63 - 1, "small": -(2**63) + 1, "f": 1e308, "tiny": 5e-324, "neg0": -0.0},
+        {"\x00": "\x00", "": "", "ünï": "🧵", "ctrl\x1f": "\x7f"},
+        {"types": [True, 1, 1.0, "1", None, [], {}]},
+        {"ckpt_archive.looks_reserved": "state keys are the user's own"},
+    ]
+    saved = []
+    for step, s in enumerate(states):
+        c = ca.Checkpoint.new("e", s, step=step)
+        cp.save(c)
+        saved.append(c)
+    again = ca.open_archive(str(tmp_path / "a"))
+    for c in saved:
+        loaded = again.load_by_id(c.checkpoint_id)
+        assert loaded is not None and codec.dumps(loaded.state) == codec.dumps(c.state)
+    assert again.verify().ok
+
+
+@pytest.mark.parametrize("key", ["ckpt_archive.pin", "ckpt_archive.", "ckpt_archive.version"])
+def test_reserved_metadata_names_are_refused(key: str) -> None:
+    with pytest.raises(ca.ReservedMetadataKey):
+        ca.Checkpoint.new("t", {}, metadata={key: 1})
+    with pytest.raises(ca.ReservedMetadataKey):
+        ca.Checkpoint.new("t", {}).with_metadata(key, 1)
+    assert ca.Checkpoint.new("t", {}).with_metadata("ckpt_archive_not_quite", 1).metadata
+
+
+def test_store_refuses_keys_that_leave_the_root(tmp_path: Path) -> None:
+    cp = ca.open_archive(str(tmp_path / "a"))
+    for key in ["../escape", "a/../../escape", "/abs", "a//b", "./x", "a\x00b", "a\\..\\b"]:
+        with pytest.raises(ca.InvalidIdentifier):
+            run_sync(cp.store.put(key, b"x"))
+    assert files_under(tmp_path) == set()
+
+
+# -- fuzzed stored bytes ----------------------------------------------------------------
+class Fixture(tuple):  # type: ignore[type-arg]
+    def __repr__(self) -> str:  # keeps hypothesis' failure reports readable
+        return "<archive fixture>"
+
+
+@pytest.fixture(scope="module")
+def archive() -> tuple[ca.ArchiveCheckpointer, list[ca.Checkpoint], dict[str, bytes]]:
+    cp = ca.open_archive(f"memory://hostile-fuzz-{uuid7()}", full_snapshot_interval=3)
+    saved = []
+    for step in range(8):
+        c = ca.Checkpoint.new("t", {"m": [f"message {i}" for i in range(step + 1)], "n": step}, step=step)
+        cp.save(c)
+        saved.append(c)
+    objects = {k: run_sync(cp.store.get(k)) for k in run_sync(cp.store.find(""))}
+    return Fixture((cp, saved, objects))  # type: ignore[return-value]
+
+
+def mutate(data: bytes, how: str, at: int, blob: bytes) -> bytes:
+    at = at % max(len(data), 1)
+    if how == "flip":
+        return data[:at] + bytes([data[at] ^ (1 + at % 255)]) + data[at + 1 :]
+    if how == "truncate":
+        return data[:at]
+    if how == "insert":
+        return data[:at] + blob + data[at:]
+    if how == "replace":
+        return blob
+    return data + blob
+
+
+def check_reads(cp: ca.ArchiveCheckpointer, saved: list[ca.Checkpoint]) -> None:
+    """Every read gives the right answer or a typed error; verify reports and never raises."""
+    for c in [saved[-1], saved[0], saved[4]]:
+        try:
+            loaded = cp.load_by_id(c.checkpoint_id)
+        except ca.CheckpointError:
+            continue
+        assert loaded is not None and loaded.state == c.state
+    try:
+        latest = cp.load("t")
+        assert latest is not None and latest.state == saved[-1].state
+        assert [i.checkpoint_id for i in cp.list("t")] == [c.checkpoint_id for c in saved]
+    except ca.CheckpointError:
+        pass
+    assert isinstance(cp.verify(), ca.VerifyReport)  # verify reports problems, never raises them
+
+
+@given(
+    which=st.integers(min_value=0),
+    how=st.sampled_from(["flip", "truncate", "insert", "replace", "append"]),
+    at=st.integers(min_value=0),
+    blob=st.binary(min_size=1, max_size=64),
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_fuzzed_stored_objects(archive: Any, which: int, how: str, at: int, blob: bytes) -> None:
+    cp, saved, objects = archive
+    key = sorted(objects)[which % len(objects)]
+    damaged = mutate(objects[key], how, at, blob)
+    run_sync(cp.store.put(key, damaged))
+    try:
+        check_reads(ca.ArchiveCheckpointer(cp.store, full_snapshot_interval=3), saved)
+        # every damage is detected, except bytes appended after a folded manifest's zstd frame
+        # (zstd ignores them; the manifest read is still exact) and the hint (only a hint)
+        detectable = not (key.endswith(".manifest.json.zst") and damaged.startswith(objects[key]))
+        if damaged != objects[key] and detectable and key != layout.ARCHIVE_MARKER:
+            assert not ca.ArchiveCheckpointer(cp.store).verify().ok, key
+    finally:
+        run_sync(cp.store.put(key, objects[key]))
+
+
+@given(
+    doc=st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+        max_leaves=20,
+    )
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_forged_but_sealed_documents(archive: Any, doc: Any) -> None:
+    """Well-sealed JSON of the wrong shape in a commit entry, folded manifest, hint or id entry."""
+    cp, saved, objects = archive
+    shaped = {"type": "commit", "thread_id": "t", "seq": 9, "actions": doc}
+    targets = {
+        layout.log_key("t", 9): seal(shaped),
+        layout.log_key("t", 2): seal(doc if isinstance(doc, dict) else {"x": doc}),
+        layout.head_key("t"): seal({"type": "head", "thread_id": "t", "seq": 8, "manifest_seq": None, "chain": doc}),
+        layout.id_key(saved[0].checkpoint_id): seal({"type": "id", "thread_id": doc, "checkpoint_id": doc}),
+    }
+    folded = next(k for k in objects if k.endswith(".manifest.json.zst"))
+    inner = unseal(codec.decompress(objects[folded]), "folded")
+    inner["records"] = [{**inner["records"][0], "ref": doc}]
+    targets[folded] = codec.compress(seal(inner))
+    for key, data in targets.items():
+        run_sync(cp.store.put(key, data))
+        try:
+            check_reads(ca.ArchiveCheckpointer(cp.store, full_snapshot_interval=3), saved)
+        finally:
+            if key in objects:
+                run_sync(cp.store.put(key, objects[key]))
+            else:
+                run_sync(cp.store.delete([key]))
+
+
+@given(data=st.binary(max_size=2048))
+@settings(max_examples=200, deadline=None)
+def test_decoders_on_random_bytes(data: bytes) -> None:
+    for decode in (
+        lambda: SegmentReader(data, thread_id="t", key="k").ops("c", 0),
+        lambda: decode_snapshot(data, thread_id="t", checkpoint_id="c", key="k"),
+        lambda: unseal(data, "doc"),
+        lambda: unseal(data, "doc", compressed=True),
+        lambda: decode_snapshot(codec.compress(data), thread_id="t", checkpoint_id="c", key="k"),
+    ):
+        with contextlib.suppress(ca.CheckpointError):
+            decode()
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["../../outside.json.zst", "thread_id=t/snapshots/../../../x", "thread_id=other/snapshots/x.json.zst", "/etc/x"],
+)
+def test_manifest_cannot_point_outside_its_thread(tmp_path: Path, key: str) -> None:
+    (tmp_path / "outside.json.zst").write_bytes(b"secret")
+    cp = ca.open_archive(str(tmp_path / "root" / "a"))
+    cp.save(ca.Checkpoint.new("t", {"a": 1}))
+    entry = unseal(run_sync(cp.store.get(layout.log_key("t", 1))), "commit")
+    entry["actions"][0]["record"]["ref"]["key"] = key
+    run_sync(cp.store.put(layout.log_key("t", 1), seal(entry)))
+    run_sync(cp.store.delete([layout.head_key("t")]))
+    with pytest.raises(ca.CorruptManifest, match=r"outside|bad object key"):
+        ca.open_archive(str(tmp_path / "root" / "a")).load("t")
+
+
+@pytest.mark.soak  # ~12 s of CPU, mostly instrumenting imports
+def test_atheris_fuzzes_the_decoders() -> None:
+    """Coverage-guided fuzzing when atheris is installed (it is not in the dev extra: it needs a wheel)."""
+    pytest.importorskip("atheris")
+    import subprocess
+    import sys
+
+    harness = Path(__file__).parent / "fuzz" / "atheris_decoders.py"
+    done = subprocess.run(
+        [sys.executable, str(harness), "-runs=5000", "-seed=1"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Done 5000 runs" in done.stderr
