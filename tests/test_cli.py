@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -230,16 +229,6 @@ def test_import_refuses_a_foreign_thread_and_bad_files(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "damaged" in result.stderr
 
 
-@pytest.mark.skipif(find_spec("ckpt_archive.retention") is not None, reason="retention is in this build")
-def test_prune_and_gc_say_retention_is_missing(built: Any) -> None:
-    where, _, _ = built["local"]
-    for args in (["prune", "support/bob", "--keep-last", "3"], ["gc"]):
-        result = run(*args, *where, ok=False)
-        assert result.exit_code == 1
-        expected = "error: retention is not available in this build (ckpt_archive.retention is missing)"
-        assert result.stderr.strip() == expected
-
-
 def test_prune_input_errors(built: Any) -> None:
     where, _, _ = built["local"]
     for args in (["prune", *where], ["prune", "support/bob", "--all", *where]):
@@ -247,10 +236,6 @@ def test_prune_input_errors(built: Any) -> None:
         assert result.exit_code == 1 and result.stderr.strip() == "error: give one thread id or --all"
 
 
-needs_retention = pytest.mark.skipif(find_spec("ckpt_archive.retention") is None, reason="retention not in this build")
-
-
-@needs_retention
 def test_prune_dry_run_apply_and_gc(tmp_path: Path) -> None:
     url = str(tmp_path / "a")
     archive = sample_archive.build(url, compact=True)
@@ -278,7 +263,6 @@ def test_prune_dry_run_apply_and_gc(tmp_path: Path) -> None:
     assert "dry run, nothing deleted" in text
 
 
-@needs_retention
 def test_prune_on_s3_with_config_defaults(archive_url: Any, tmp_path: Path) -> None:
     url, opts = archive_url("s3")
     sample_archive.build(url, opts, compact=True, only=("support/bob",))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ..archive import ArchiveCheckpointer
+from ..retention import RetentionPolicy
 from ..settings import ArchiveSettings, parse_duration
 from ..transfer import copy_threads, is_portable, read_portable, replay, write_portable
 from ._common import (
@@ -78,15 +78,8 @@ def compact(
         out().print(f"compacted {n} thread(s); {len(done) - n} had no open segment")
 
 
-def retention_module() -> Any:
-    try:
-        return importlib.import_module("ckpt_archive.retention")
-    except ImportError:
-        raise Fail("retention is not available in this build (ckpt_archive.retention is missing)") from None
-
-
 def build_policy(s: ArchiveSettings, keep_last: int | None, max_age: str | None) -> Any:
-    policy_cls = retention_module().RetentionPolicy
+    policy_cls = RetentionPolicy
     keep = keep_last if keep_last is not None else s.retention.keep_last
     age = parse_duration(max_age) if max_age is not None else s.retention.max_age
     if keep is not None and keep < 1:
@@ -183,7 +176,6 @@ def gc(
     """Delete objects no commit references (left by crashed or lost saves, or by prune)."""
     with guarded(debug):
         s = settings(url, config)
-        retention_module()
         archive: Any = open_from(s)
         report = archive.gc(grace=parse_duration(grace) if grace is not None else s.gc_grace)
         body = {**to_jsonable(report), "objects_deleted": len(getattr(report, "deleted", []))}
