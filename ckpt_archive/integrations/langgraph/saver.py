@@ -70,6 +70,9 @@ def by_lg_id(infos: Sequence[CheckpointInfo]) -> dict[str, CheckpointInfo]:
     return {lg_ids(i)[0]: i for i in infos}
 
 
+_WINDOW = 16  # listed checkpoints built together, oldest first (<= the state cache)
+
+
 class ArchiveSaver(BaseCheckpointSaver[Any]):
     """Drop-in LangGraph checkpointer: ``graph.compile(checkpointer=ArchiveSaver.from_url(url))``."""
 
@@ -203,6 +206,13 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
                 regular.append([idx, channel, codec.dumps(value)])
         await W.put_writes(self.store, at, str(conf["checkpoint_id"]), task_id, task_path, regular, special)
 
+    async def _prewarm(self, window: Sequence[tuple[str, CheckpointInfo]]) -> None:
+        """Build a window of listed checkpoints oldest first: ``list`` runs newest first, and each state
+        is then made from its parent's cached state instead of a replay from the snapshot."""
+        if len(window) > 1:
+            for _, info in reversed(window):
+                await self.state(info.checkpoint_id)
+
     async def tuple_of(self, at: str, info: CheckpointInfo) -> CheckpointTuple | None:
         state = await self.state(info.checkpoint_id)
         if state is None:
@@ -317,10 +327,14 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        for at, info in run_sync(self._select(config, filter, before, limit)):
-            tup = run_sync(self.tuple_of(at, info))
-            if tup is not None:
-                yield tup
+        selected = run_sync(self._select(config, filter, before, limit))
+        for start in range(0, len(selected), _WINDOW):
+            window = selected[start : start + _WINDOW]
+            run_sync(self._prewarm(window))
+            for at, info in window:
+                tup = run_sync(self.tuple_of(at, info))
+                if tup is not None:
+                    yield tup
 
     def delete_thread(self, thread_id: str) -> None:
         run_sync(self._delete_thread(thread_id))
@@ -365,10 +379,14 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        for at, info in await run_async(self._select(config, filter, before, limit)):
-            tup = await run_async(self.tuple_of(at, info))
-            if tup is not None:
-                yield tup
+        selected = await run_async(self._select(config, filter, before, limit))
+        for start in range(0, len(selected), _WINDOW):
+            window = selected[start : start + _WINDOW]
+            await run_async(self._prewarm(window))
+            for at, info in window:
+                tup = await run_async(self.tuple_of(at, info))
+                if tup is not None:
+                    yield tup
 
     async def adelete_thread(self, thread_id: str) -> None:
         await run_async(self._delete_thread(thread_id))
