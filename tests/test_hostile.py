@@ -21,7 +21,7 @@ from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.archive import layout
 from ckpt_archive.archive.manifest import seal, unseal
-from ckpt_archive.archive.objects import SegmentReader, decode_snapshot
+from ckpt_archive.archive.objects import SegmentReader, decode_snapshot_content
 from ckpt_archive.model import uuid7
 
 HOSTILE_IDS = [
@@ -302,10 +302,10 @@ def test_forged_but_sealed_documents(archive: Any, doc: Any) -> None:
 def test_decoders_on_random_bytes(data: bytes) -> None:
     for decode in (
         lambda: SegmentReader(data, thread_id="t", key="k").ops("c", 0),
-        lambda: decode_snapshot(data, thread_id="t", checkpoint_id="c", key="k"),
+        lambda: decode_snapshot_content(data, thread_id="t", checkpoint_id="c", key="k"),
         lambda: unseal(data, "doc"),
         lambda: unseal(data, "doc", compressed=True),
-        lambda: decode_snapshot(codec.compress(data), thread_id="t", checkpoint_id="c", key="k"),
+        lambda: decode_snapshot_content(codec.compress(data), thread_id="t", checkpoint_id="c", key="k"),
     ):
         with contextlib.suppress(ca.CheckpointError):
             decode()

@@ -100,14 +100,6 @@ def encode_snapshot(
     return codec.compress(codec.dumps(doc))
 
 
-def decode_snapshot(
-    data: bytes, *, thread_id: str, checkpoint_id: str, key: str
-) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """(state with long lists cut to their tails, {path json: [page digests]})."""
-    state, pages, _, _ = decode_snapshot_content(data, thread_id=thread_id, checkpoint_id=checkpoint_id, key=key)
-    return state, pages
-
-
 def decode_snapshot_content(
     data: bytes, *, thread_id: str, checkpoint_id: str, key: str
 ) -> tuple[dict[str, Any], dict[str, list[str]], list[Any], dict[str, list[str]]]:

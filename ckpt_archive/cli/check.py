@@ -18,8 +18,20 @@ from .._sync import run_sync
 from ..analysis.frames import gather_limited
 from ..archive import ArchiveCheckpointer
 from ..errors import CheckpointError
-from ._common import ConfigOpt, DebugOpt, JsonOpt, Ticker, UrlOpt, app, emit_json, guarded, open_from, out, progress
-from ._common import settings as load_settings
+from ._common import (
+    ConfigOpt,
+    DebugOpt,
+    JsonOpt,
+    Ticker,
+    UrlOpt,
+    app,
+    emit_json,
+    guarded,
+    open_from,
+    out,
+    progress,
+    settings,
+)
 from .maintain import ThreadsArg, pick_threads
 from .read import listed
 
@@ -97,7 +109,7 @@ def verify(
 ) -> None:
     """Rebuild every checkpoint's state, checking every object's size and sha256; exit 1 on any problem."""
     with guarded(debug):
-        s = load_settings(url, config)
+        s = settings(url, config)
         archive = open_from(s)
         names = pick_threads(archive, threads, False) if threads else None
         if getattr(archive, "verify", None) is not None:

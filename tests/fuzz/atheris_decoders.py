@@ -15,7 +15,7 @@ with atheris.instrument_imports():
     from ckpt_archive import codec
     from ckpt_archive.archive import pages
     from ckpt_archive.archive.manifest import Manifest, unseal
-    from ckpt_archive.archive.objects import SegmentReader, decode_snapshot
+    from ckpt_archive.archive.objects import SegmentReader, decode_snapshot_content
     from ckpt_archive.errors import CheckpointError
 
 
@@ -27,9 +27,9 @@ def one_input(data: bytes) -> None:
         if which == 0:
             SegmentReader(body, thread_id="t", key="k").ops("c", 0)
         elif which == 1:
-            decode_snapshot(body, thread_id="t", checkpoint_id="c", key="k")
+            decode_snapshot_content(body, thread_id="t", checkpoint_id="c", key="k")
         elif which == 2:
-            decode_snapshot(codec.compress(body), thread_id="t", checkpoint_id="c", key="k")
+            decode_snapshot_content(codec.compress(body), thread_id="t", checkpoint_id="c", key="k")
         elif which == 3:
             Manifest("t").apply_entry(unseal(body, "commit", thread_id="t"))
         elif which == 4:
