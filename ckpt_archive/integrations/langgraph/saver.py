@@ -73,6 +73,11 @@ def by_lg_id(infos: Sequence[CheckpointInfo]) -> dict[str, CheckpointInfo]:
 _WINDOW = 16  # listed checkpoints built together, oldest first (<= the state cache)
 
 
+def _windows(selected: list[tuple[str, CheckpointInfo]]) -> Iterator[list[tuple[str, CheckpointInfo]]]:
+    for start in range(0, len(selected), _WINDOW):
+        yield selected[start : start + _WINDOW]
+
+
 class ArchiveSaver(BaseCheckpointSaver[Any]):
     """Drop-in LangGraph checkpointer: ``graph.compile(checkpointer=ArchiveSaver.from_url(url))``."""
 
@@ -327,9 +332,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        selected = run_sync(self._select(config, filter, before, limit))
-        for start in range(0, len(selected), _WINDOW):
-            window = selected[start : start + _WINDOW]
+        for window in _windows(run_sync(self._select(config, filter, before, limit))):
             run_sync(self._prewarm(window))
             for at, info in window:
                 tup = run_sync(self.tuple_of(at, info))
@@ -379,9 +382,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        selected = await run_async(self._select(config, filter, before, limit))
-        for start in range(0, len(selected), _WINDOW):
-            window = selected[start : start + _WINDOW]
+        for window in _windows(await run_async(self._select(config, filter, before, limit))):
             await run_async(self._prewarm(window))
             for at, info in window:
                 tup = await run_async(self.tuple_of(at, info))
