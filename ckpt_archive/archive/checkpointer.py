@@ -447,7 +447,8 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             self._states.pop(state_key(rec), None)
 
     async def _save(self, checkpoint: Checkpoint) -> str:
-        codec.check_json(checkpoint.state)
+        # checked and privately copied once, whatever the number of commit attempts
+        content: Content = (codec.json_copy(checkpoint.state), codec.json_copy(checkpoint.messages, "messages"))
         checkpoint.check_protection()
         thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
         layout.thread_dir(thread_id)
@@ -475,7 +476,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, writes, content = await self._prepare(m, checkpoint, parent_id)
+                actions, writes, content = await self._prepare(m, checkpoint, parent_id, content)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
                     index_written = True
@@ -498,10 +499,10 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         return cid
 
     async def _prepare(
-        self, m: Manifest, ckpt: Checkpoint, parent_id: str | None
+        self, m: Manifest, ckpt: Checkpoint, parent_id: str | None, content: Content
     ) -> tuple[list[dict[str, Any]], list[Any], Content]:
         """Actions of the commit, payload writes to run before it, and the new content."""
-        state, messages = codec.loads(codec.dumps([ckpt.state, ckpt.messages]))
+        state, messages = content
         parent = m.records.get(parent_id) if parent_id else None
         depth = None if parent is None else int(parent["depth"])
         record: Record = {
