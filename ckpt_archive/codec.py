@@ -44,7 +44,7 @@ def json_copy(value: Any, where: str = "state") -> Any:
         wrapped: Any = value
         for _ in range(_MARGIN):
             wrapped = [wrapped]
-        copy = orjson.loads(orjson.dumps(wrapped))
+        copy = orjson.loads(dumps(wrapped))  # canonical: the copy's keys are sorted, as stored
         if copy == wrapped:
             for _ in range(_MARGIN):
                 copy = copy[0]
