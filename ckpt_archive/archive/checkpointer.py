@@ -19,8 +19,9 @@ import asyncio
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import codec
 from .._sync import run_async, run_sync
@@ -49,6 +50,8 @@ from .objects import SegmentReader, check_content, decode_snapshot_content, enco
 from .parts import read_folded, seal_parts
 from .schema import check_hint, id_entry_thread
 from .store import ObjectStore
+
+T = TypeVar("T")
 
 DEFAULT_GC_GRACE = timedelta(hours=1)
 
@@ -121,6 +124,21 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
             data = marker
         self._archive_id = str(unseal(data, "archive marker", key=layout.ARCHIVE_MARKER)["digest"])
         self._checked_root = True
+
+    async def _rooted(self, read: Awaitable[T]) -> T:
+        """Run ``read`` alongside the root check; an archive-level error wins over the read's.
+
+        Both run at once (one round trip, not two); which fails first is a race, so the
+        error is chosen here: a bad marker explains everything below it.
+        """
+        root, out = await asyncio.gather(self._check_root(), read, return_exceptions=True)
+        if isinstance(root, BaseException):
+            if isinstance(out, BaseException):
+                raise root from out
+            raise root
+        if isinstance(out, BaseException):
+            raise out
+        return out
 
     # -- reading the manifest ----------------------------------------------------
     async def _fold_forward(self, m: Manifest) -> Manifest:
@@ -386,7 +404,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         layout.thread_dir(thread_id)  # validates the id
         cached = self._manifests.get(thread_id)
         if cached is None:
-            hint, _ = await asyncio.gather(self._read_hint(thread_id), self._check_root())
+            hint = await self._rooted(self._read_hint(thread_id))
             if hint is not None and hint.get("chain"):
                 chain, inline = hint_chain(hint)
                 probe, content = await asyncio.gather(
@@ -406,7 +424,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         return self._checkpoint(thread_id, rec, await self._content_of(m, m.head))
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
-        data, _ = await asyncio.gather(self.store.get_or_none(layout.id_key(checkpoint_id)), self._check_root())
+        data = await self._rooted(self.store.get_or_none(layout.id_key(checkpoint_id)))
         if data is None:
             return None
         thread_id = id_entry_thread(data, checkpoint_id)
@@ -418,7 +436,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
 
     async def _list(self, thread_id: str) -> Infos:
         layout.thread_dir(thread_id)
-        m, _ = await asyncio.gather(self._manifest(thread_id), self._check_root())
+        m = await self._rooted(self._manifest(thread_id))
         return [_info(thread_id, rec) for rec in m.records.values()]
 
     async def _threads(self) -> Ids:
