@@ -39,13 +39,15 @@ from ..errors import (
     TruncatedObject,
     UnsupportedFormatVersion,
 )
-from ..model import Checkpoint, CheckpointInfo, Protection, content_digest
+from ..model import Checkpoint, Protection, content_digest
 from . import crypto, layout, pages
-from .content import Content, paged_snapshot
+from .batch import Prefetched
+from .content import Content, paged_snapshot, state_key
 from .crypto import Encryption
 from .integrity_api import IntegrityMixin
 from .maintenance_api import MaintenanceMixin
 from .manifest import Manifest, Record, hint_chain, now_iso, seal, unseal
+from .manifest import record_info as _info
 from .objects import SegmentReader, check_content, decode_snapshot_content, encode_segment, encode_snapshot, verify
 from .parts import read_folded, seal_parts
 from .schema import check_hint, id_entry_thread
@@ -54,11 +56,6 @@ from .store import ObjectStore
 T = TypeVar("T")
 
 DEFAULT_GC_GRACE = timedelta(hours=1)
-
-
-def state_key(rec: Record) -> str:
-    """Cache key of a record's state: an edit bumps the version, so a stale state is never reused."""
-    return f"{rec['id']}@{rec.get('version', 1)}"
 
 
 class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointer):
@@ -197,7 +194,10 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         keys = [layout.log_key(thread_id, s) for s in range(start + 1, last + 1)]
         if base_seq:
             keys.insert(0, layout.manifest_key(thread_id, base_seq))
-        datas = await self.store.get_many(keys)
+        # the commit after the last one known is fetched with the others: usually absent, and then
+        # the manifest is known to be current without a second round trip
+        datas = await self.store.get_many([*keys, layout.log_key(thread_id, last + 1)])
+        probe = datas.pop()
         if base_seq:
             data = datas.pop(0)
             if data is None:  # folded manifest gone (gc): start over from the listing
@@ -221,6 +221,9 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
                 raise MissingObject("commit entry is missing from the log", thread_id=thread_id, key=key)
             m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key))
         self._folded_seq[thread_id] = base_seq
+        if probe is None:
+            return m
+        m.apply_entry(unseal(probe, f"commit {last + 1}", thread_id=thread_id, key=layout.log_key(thread_id, last + 1)))
         return await self._fold_forward(m)
 
     async def _replay_to(self, thread_id: str, seq: int, error: CorruptManifest) -> tuple[Manifest, int | None]:
@@ -261,7 +264,14 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         """The state at the end of ``chain`` (``_materialize_content`` has the messages too)."""
         return (await self._materialize_content(thread_id, chain, inline))[0]
 
-    async def _materialize_content(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> Content:
+    async def _materialize_content(
+        self,
+        thread_id: str,
+        chain: list[Record],
+        inline: dict[str, Delta],
+        prefetched: Prefetched | None = None,
+    ) -> Content:
+        """``prefetched`` carries objects (and parsed segments) shared by the chains of a batch."""
         messages: list[Any] = []
         start, state = 0, None
         for i in range(len(chain) - 1, -1, -1):
@@ -273,8 +283,11 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, AsyncCoreCheckpointe
         page_refs = {p["digest"]: p for r in todo if r["ref"]["type"] == "snapshot" for p in r["ref"].get("pages", [])}
         keys = sorted({r["ref"]["key"] for r in todo if r["ref"]["type"] in ("snapshot", "segment")})
         keys += [p["key"] for p in page_refs.values()]
-        datas = dict(zip(keys, await self.store.get_many(keys), strict=True))
-        readers: dict[str, SegmentReader] = {}
+        pre = prefetched if prefetched is not None else Prefetched()
+        missing = [k for k in keys if k not in pre.datas]
+        datas = {k: pre.datas[k] for k in keys if k in pre.datas}
+        datas.update(zip(missing, await self.store.get_many(missing), strict=True))
+        readers = pre.readers
         for rec in todo:
             ref, cid = rec["ref"], rec["id"]
             if ref["type"] in ("snapshot", "segment"):
@@ -698,17 +711,3 @@ def _row_group_sizes(data: bytes, n: int) -> list[int]:
 
     meta = pq.ParquetFile(io.BytesIO(data)).metadata
     return [meta.row_group(i).total_byte_size for i in range(n)]
-
-
-def _info(thread_id: str, rec: Record) -> CheckpointInfo:
-    return CheckpointInfo(
-        thread_id=thread_id,
-        checkpoint_id=rec["id"],
-        parent_id=rec.get("parent"),
-        step=rec["step"],
-        kind=rec["kind"],
-        created_at=datetime.fromisoformat(rec["created_at"]),
-        stored_bytes=int(rec.get("bytes", 0)),
-        metadata=dict(rec.get("metadata", {})),
-        version=int(rec.get("version", 1)),
-    )

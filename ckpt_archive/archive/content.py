@@ -17,6 +17,11 @@ Content = tuple[dict[str, Any], list[Any]]
 """A checkpoint's content: (state, messages)."""
 
 
+def state_key(rec: dict[str, Any]) -> str:
+    """Cache key of a record's content: an edit bumps the version, so a stale state is never reused."""
+    return f"{rec['id']}@{rec.get('version', 1)}"
+
+
 def paged_snapshot(
     thread_id: str, checkpoint_id: str, content: Content, known: dict[str, dict[str, Any]]
 ) -> tuple[bytes, list[tuple[str, bytes]], list[dict[str, Any]]]:

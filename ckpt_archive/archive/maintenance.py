@@ -28,7 +28,7 @@ from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
 from . import layout
 from .content import Content, paged_snapshot
-from .manifest import Manifest, Record, now_iso, ref_keys, unseal
+from .manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
@@ -154,9 +154,7 @@ async def prune(
     await cp._check_root()
 
     async def plan(m: Manifest) -> Plan[PruneReport]:
-        from .checkpointer import _info
-
-        infos = [_info(thread_id, rec) for rec in m.records.values()]
+        infos = [record_info(thread_id, rec) for rec in m.records.values()]
         kept = evaluate(policy, infos, datetime.now(UTC))
         return await plan_removal(cp, m, set(m.records) - set(kept), kept, dry_run=dry_run)
 

@@ -28,6 +28,7 @@ from typing import Any
 from .. import codec
 from ..delta import Delta
 from ..errors import BrokenChain, CorruptManifest, IntegrityError, UnsupportedFormatVersion
+from ..model import CheckpointInfo
 from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
@@ -330,3 +331,18 @@ def ref_keys(rec: Record) -> dict[str, int]:
     out = {page["key"]: 0 for page in ref.get("pages", ())}
     out[ref["key"]] = int(ref.get("size", 0))
     return out
+
+
+def record_info(thread_id: str, rec: Record) -> CheckpointInfo:
+    """A record as the listing entry every checkpointer returns (no payload read)."""
+    return CheckpointInfo(
+        thread_id=thread_id,
+        checkpoint_id=rec["id"],
+        parent_id=rec.get("parent"),
+        step=rec["step"],
+        kind=rec["kind"],
+        created_at=datetime.fromisoformat(rec["created_at"]),
+        stored_bytes=int(rec.get("bytes", 0)),
+        metadata=dict(rec.get("metadata", {})),
+        version=int(rec.get("version", 1)),
+    )

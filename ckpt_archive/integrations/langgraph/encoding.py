@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from ...codec import check_json
+from ...codec import check_json, json_copy
 from ...errors import CheckpointError, InvalidState
 from ...model import RESERVED_PREFIX
 
@@ -154,8 +154,8 @@ def split_metadata(codec: SerdeCodec, metadata: dict[str, Any]) -> tuple[dict[st
 def restore_checkpoint(codec: SerdeCodec, state: dict[str, Any]) -> dict[str, Any]:
     if "checkpoint_typed" in state:
         skeleton: dict[str, Any] = dict(codec.loads(state["checkpoint_typed"]))
-    else:
-        skeleton = dict(state["checkpoint"])
+    else:  # a deep copy: the state is shared with the caches, and LangGraph edits what it is given
+        skeleton = json_copy(state["checkpoint"])
     skeleton["channel_values"] = {name: codec.decode_channel(e) for name, e in state.get("channels", {}).items()}
     return skeleton
 

@@ -98,7 +98,7 @@ async def collect_history(
     info = index.get(target) if target else None
     if info is None:
         return result
-    state = await saver.state(info.checkpoint_id) or {}
+    state = await saver.state(info.checkpoint_id, at) or {}
     for ch, doc in (state.get("folded") or {}).items():
         if ch in remaining:
             result[ch] = History.from_json(doc)
@@ -108,14 +108,14 @@ async def collect_history(
         if not remaining:
             break
         batch = ancestors[start : start + BATCH]  # fetched concurrently, scanned newest first
-        fetched = await asyncio.gather(
-            asyncio.gather(*(saver.state(a.checkpoint_id) for a in batch)),
-            asyncio.gather(*(W.read_entries(saver.store, at, lg_ids(a)[0]) for a in batch)),
+        states, entries = await asyncio.gather(
+            saver.states(at, [a.checkpoint_id for a in batch]),
+            W.read_many(saver.store, at, [lg_ids(a)[0] for a in batch]),
         )
-        for state, entries in zip(*fetched, strict=True):
+        for a in batch:
             if not remaining:
                 break
-            _step(state or {}, entries, remaining, result, newest_first)
+            _step(states.get(a.checkpoint_id) or {}, entries[lg_ids(a)[0]], remaining, result, newest_first)
     for ch, collected in newest_first.items():
         if collected:  # channels folded at the target itself collected nothing here
             result[ch].writes = list(reversed(collected))

@@ -46,7 +46,7 @@ class Maintenance:
         self.saver.forget(at, [i.checkpoint_id for i in infos])
 
     async def _fold(self, at: str, index: dict[str, CheckpointInfo], lg_id: str) -> dict[str, Any]:
-        state = await self.saver.state(index[lg_id].checkpoint_id) or {}
+        state = await self.saver.state(index[lg_id].checkpoint_id, at) or {}
         channels = _unvalued_channels(self.saver.codec, state)
         history = await collect_history(self.saver, at, index, lg_id, channels)
         return {ch: h.to_json() for ch, h in history.items() if h.seed is not None or h.writes}
@@ -69,7 +69,7 @@ class Maintenance:
         archive = self.saver.archive
         for info in keep:  # folds first: if the removal never happens, nothing was lost
             if info.checkpoint_id in folds:
-                state = {**(await self.saver.state(info.checkpoint_id) or {}), "folded": folds[info.checkpoint_id]}
+                state = {**(await self.saver.state(info.checkpoint_id, at) or {}), "folded": folds[info.checkpoint_id]}
                 await archive.aupdate_state(info.checkpoint_id, state, info.version)
                 self.saver.remember(info.checkpoint_id, state)
         await archive.aremove(at, [i.checkpoint_id for i in removed])

@@ -11,9 +11,11 @@ are thin ``run_sync`` wrappers.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -33,6 +35,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
+from ...archive.batch import contents, listing
+from ...archive.manifest import Manifest
 from ...errors import CheckpointNotFound, InvalidIdentifier
 from ...model import Checkpoint, CheckpointInfo, uuid7
 from . import writes as W
@@ -50,6 +54,15 @@ from .history import History, collect_history
 from .maintenance import Maintenance
 
 Selected = tuple[str, CheckpointInfo]
+
+
+@dataclass
+class Reads:
+    """What one ``get_tuple``/``list`` call has read so far, so that it is read once: each archive
+    thread's manifest, and (``INDEX_FROM`` checkpoints of a thread on) the index of its writes."""
+
+    manifests: dict[str, Manifest] = field(default_factory=dict)
+    writes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
 
 def target(config: RunnableConfig | None) -> tuple[str, str, dict[str, Any]]:
@@ -70,12 +83,18 @@ def by_lg_id(infos: Sequence[CheckpointInfo]) -> dict[str, CheckpointInfo]:
     return {lg_ids(i)[0]: i for i in infos}
 
 
-_WINDOW = 16  # listed checkpoints built together, oldest first (<= the state cache)
+_WINDOWS = (8, 64)
+"""Listed checkpoints built together: a small first window (a caller may stop early), then larger ones."""
+INDEX_FROM = 3
+"""From this many checkpoints of one archive thread in a call, its write objects are found with one
+recursive LIST for the whole call instead of one LIST per checkpoint."""
 
 
-def _windows(selected: list[tuple[str, CheckpointInfo]]) -> Iterator[list[tuple[str, CheckpointInfo]]]:
-    for start in range(0, len(selected), _WINDOW):
-        yield selected[start : start + _WINDOW]
+def _windows(selected: list[Selected]) -> Iterator[list[Selected]]:
+    start, size = 0, _WINDOWS[0]
+    while start < len(selected):
+        yield selected[start : start + size]
+        start, size = start + size, _WINDOWS[1]
 
 
 class ArchiveSaver(BaseCheckpointSaver[Any]):
@@ -130,15 +149,39 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         for cid in checkpoint_ids:
             self._states.pop(cid, None)
 
-    async def state(self, checkpoint_id: str) -> dict[str, Any] | None:
+    async def state(self, checkpoint_id: str, at: str | None = None) -> dict[str, Any] | None:
+        """The archive state of a checkpoint (of archive thread ``at`` when known: no index read)."""
         cached = self._states.get(checkpoint_id)
         if cached is not None:
             return cached
+        if at is not None:
+            return (await self.states(at, [checkpoint_id])).get(checkpoint_id)
         ckpt = await self.archive.aload_by_id(checkpoint_id)
         if ckpt is None:
             return None
         self.remember(checkpoint_id, ckpt.state)
         return ckpt.state
+
+    async def infos(self, at: str, reads: Reads) -> list[CheckpointInfo]:
+        """An archive thread's listing; its manifest is kept in ``reads`` for the states read next."""
+        m, infos = await listing(self.archive, at)
+        reads.manifests[at] = m
+        return infos
+
+    async def states(
+        self, at: str, checkpoint_ids: Sequence[str], m: Manifest | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """States of several checkpoints of one archive thread, built in one walk (``archive.batch``).
+
+        States are shared with the archive's cache and never mutated: ``build_state`` makes new
+        dicts and ``restore_checkpoint`` copies what it hands to LangGraph."""
+        out = {c: self._states[c] for c in checkpoint_ids if c in self._states}
+        missing = [c for c in checkpoint_ids if c not in out]
+        if missing:
+            for cid, (state, _) in (await contents(self.archive, at, missing, m)).items():
+                self.remember(cid, state)
+                out[cid] = state
+        return out
 
     async def thread_ids(self, thread_id: str | None = None) -> list[str]:
         """Archive threads (all, or every namespace of one LangGraph thread)."""
@@ -168,7 +211,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
             base = parent if parent is not None else (infos[-1] if infos else None)
             parent_cid = None if parent is None else parent.checkpoint_id
             step = 0 if base is None else base.step + 1
-        parent_state = await self.state(parent_cid) if parent_cid is not None else None
+        parent_state = await self.state(parent_cid, at) if parent_cid is not None else None
         codec = self.codec
         plain, typed = split_metadata(codec, dict(get_checkpoint_metadata(config, metadata)))
         state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
@@ -211,26 +254,42 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
                 regular.append([idx, channel, codec.dumps(value)])
         await W.put_writes(self.store, at, str(conf["checkpoint_id"]), task_id, task_path, regular, special)
 
-    async def _prewarm(self, window: Sequence[tuple[str, CheckpointInfo]]) -> None:
-        """Build a window of listed checkpoints oldest first: ``list`` runs newest first, and each state
-        is then made from its parent's cached state instead of a replay from the snapshot."""
-        if len(window) > 1:
-            for _, info in reversed(window):
-                await self.state(info.checkpoint_id)
+    async def tuples(self, selected: Sequence[Selected], reads: Reads) -> list[CheckpointTuple]:
+        """Tuples of listed checkpoints, in the given order: per archive thread, the states are built
+        in one walk while the pending writes are read alongside."""
+        by_at: dict[str, list[CheckpointInfo]] = {}
+        for at, info in selected:
+            by_at.setdefault(at, []).append(info)
 
-    async def tuple_of(self, at: str, info: CheckpointInfo) -> CheckpointTuple | None:
-        state = await self.state(info.checkpoint_id)
-        if state is None:
-            return None
+        async def writes_of(at: str, lg: list[str]) -> dict[str, list[W.Entry]]:
+            if at not in reads.writes and len(lg) >= INDEX_FROM:
+                reads.writes[at] = await W.index_thread(self.store, at)
+            return await W.read_many(self.store, at, lg, reads.writes.get(at))
+
+        async def one(at: str, infos: list[CheckpointInfo]) -> tuple[dict[str, Any], dict[str, list[W.Entry]]]:
+            states, entries = await asyncio.gather(
+                self.states(at, [i.checkpoint_id for i in infos], reads.manifests.get(at)),
+                writes_of(at, sorted({lg_ids(i)[0] for i in infos})),
+            )
+            return states, entries
+
+        done = dict(zip(by_at, await asyncio.gather(*(one(at, infos) for at, infos in by_at.items())), strict=True))
+        out: list[CheckpointTuple] = []
+        for at, info in selected:
+            states, entries = done[at]
+            state = states.get(info.checkpoint_id)
+            if state is not None:
+                out.append(self._tuple(at, info, state, entries[lg_ids(info)[0]]))
+        return out
+
+    def _tuple(self, at: str, info: CheckpointInfo, state: dict[str, Any], entries: list[W.Entry]) -> CheckpointTuple:
         codec = self.codec
         thread_id, ns = split_thread(at)
         lg_id, lg_parent = lg_ids(info)
-        entries = await W.read_entries(self.store, at, lg_id)
-        meta = restore_metadata(codec, info.metadata, state)
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": lg_id}},
             checkpoint=restore_checkpoint(codec, state),  # type: ignore[arg-type]
-            metadata=meta,  # type: ignore[arg-type]
+            metadata=restore_metadata(codec, info.metadata, state),  # type: ignore[arg-type]
             parent_config=(
                 {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": lg_parent}}
                 if lg_parent
@@ -241,12 +300,16 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         at = archive_thread(*target(config)[:2])
-        index = by_lg_id(await self.archive.alist(at))
+        reads = Reads()
+        index = by_lg_id(await self.infos(at, reads))
         if not index:
             return None
         wanted = get_checkpoint_id(config)
         info = index.get(wanted) if wanted else index[max(index)]
-        return None if info is None else await self.tuple_of(at, info)
+        if info is None:
+            return None
+        found = await self.tuples([(at, info)], reads)
+        return found[0] if found else None
 
     async def _select(
         self,
@@ -254,6 +317,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         filter: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
+        reads: Reads,
     ) -> list[Selected]:
         conf = (config or {}).get("configurable", {})
         thread_id = conf.get("thread_id")
@@ -266,7 +330,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         before_id = get_checkpoint_id(before) if before else None
         out: list[Selected] = []
         for at in ats:
-            index = by_lg_id(await self.archive.alist(at))
+            index = by_lg_id(await self.infos(at, reads))
             for lg_id in sorted(index, reverse=True):
                 if limit is not None and len(out) >= limit:
                     return out
@@ -332,12 +396,9 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        for window in _windows(run_sync(self._select(config, filter, before, limit))):
-            run_sync(self._prewarm(window))
-            for at, info in window:
-                tup = run_sync(self.tuple_of(at, info))
-                if tup is not None:
-                    yield tup
+        reads = Reads()
+        for window in _windows(run_sync(self._select(config, filter, before, limit, reads))):
+            yield from run_sync(self.tuples(window, reads))
 
     def delete_thread(self, thread_id: str) -> None:
         run_sync(self._delete_thread(thread_id))
@@ -382,12 +443,10 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        for window in _windows(await run_async(self._select(config, filter, before, limit))):
-            await run_async(self._prewarm(window))
-            for at, info in window:
-                tup = await run_async(self.tuple_of(at, info))
-                if tup is not None:
-                    yield tup
+        reads = Reads()
+        for window in _windows(await run_async(self._select(config, filter, before, limit, reads))):
+            for tup in await run_async(self.tuples(window, reads)):
+                yield tup
 
     async def adelete_thread(self, thread_id: str) -> None:
         await run_async(self._delete_thread(thread_id))

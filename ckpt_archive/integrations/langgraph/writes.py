@@ -8,7 +8,9 @@ Layout (under the archive root)::
 The first object holds a task's regular writes (``idx >= 0``); they are created put-if-absent and,
 as in LangGraph's own savers, a ``(task_id, idx)`` already stored is never overwritten. Each special
 channel write (ERROR, SCHEDULED, INTERRUPT, RESUME; ``idx < 0``) has its own object and overwrites.
-Reading a checkpoint's writes costs one LIST plus one GET per task, whatever the thread's length.
+Reading a checkpoint's writes costs one LIST plus one GET per task, whatever the thread's length;
+reading those of many checkpoints of a thread (``list``) costs one recursive LIST of the thread's
+writes plus one GET per task object.
 """
 
 from __future__ import annotations
@@ -94,12 +96,42 @@ async def read_entries(store: ObjectStore, archive_thread_id: str, checkpoint_id
     """Every stored write of the checkpoint, in ``writes_sort_key`` order (task_path, task_id, idx)."""
     prefix = checkpoint_prefix(archive_thread_id, checkpoint_id)
     names = [n for n in await store.list_dir(prefix) if n.endswith(".json")]
-    datas = await store.get_many([f"{prefix}/{n}" for n in names])
+    return _entries([f"{prefix}/{n}" for n in names], await store.get_many([f"{prefix}/{n}" for n in names]))
+
+
+async def index_thread(store: ObjectStore, archive_thread_id: str) -> dict[str, list[str]]:
+    """Keys of every write object of an archive thread, by checkpoint folder (one recursive LIST)."""
+    out: dict[str, list[str]] = {}
+    for key in sorted(await store.find(thread_prefix(archive_thread_id))):
+        folder, _, name = key.rpartition("/")
+        if name.endswith(".json"):
+            out.setdefault(folder, []).append(key)
+    return out
+
+
+async def read_many(
+    store: ObjectStore,
+    archive_thread_id: str,
+    checkpoint_ids: list[str],
+    index: dict[str, list[str]] | None = None,
+) -> dict[str, list[Entry]]:
+    """``read_entries`` of several checkpoints of one thread, concurrently; with ``index``
+    (``index_thread``'s answer) no LIST at all."""
+    if index is None:
+        found = await asyncio.gather(*(read_entries(store, archive_thread_id, c) for c in checkpoint_ids))
+        return dict(zip(checkpoint_ids, found, strict=True))
+    keys = {c: index.get(checkpoint_prefix(archive_thread_id, c), []) for c in checkpoint_ids}
+    flat = [k for ks in keys.values() for k in ks]
+    datas = dict(zip(flat, await store.get_many(flat), strict=True))
+    return {c: _entries(ks, [datas[k] for k in ks]) for c, ks in keys.items()}
+
+
+def _entries(keys: list[str], datas: list[bytes | None]) -> list[Entry]:
     out: list[Entry] = []
-    for name, data in zip(names, datas, strict=True):
+    for key, data in zip(keys, datas, strict=True):
         if data is None:  # deleted between LIST and GET
             continue
-        doc = unseal(data, f"writes {prefix}/{name}")
+        doc = unseal(data, f"writes {key}")
         for idx, channel, blob in doc["writes"]:
             out.append((doc["task_id"], int(idx), channel, blob, doc.get("task_path", "")))
     out.sort(key=lambda e: (e[4], e[0], e[1]))

@@ -1,0 +1,81 @@
+"""Building many checkpoints of one thread at once: one manifest read, every object fetched once.
+
+Callers that need the full state of many checkpoints (LangGraph's ``list`` returns every listed
+checkpoint with its values) would otherwise pay, per checkpoint, an ``_ids/`` lookup, a manifest
+probe and a fetch of its delta segment -- the same segment once for each of the checkpoints it
+holds. Here the wanted checkpoints are built oldest first, so each is its parent's state plus one
+delta, from objects fetched together in one concurrent batch and segments parsed once. Every state
+is still checked against the digests its record carries, exactly as in a single load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..model import CheckpointInfo
+from . import layout
+from .content import Content, state_key
+from .manifest import Manifest, record_info
+from .objects import SegmentReader
+
+if TYPE_CHECKING:
+    from .checkpointer import ArchiveCheckpointer
+
+
+@dataclass
+class Prefetched:
+    """Objects (key -> bytes, None when absent) and parsed segments shared by the chains of a batch."""
+
+    datas: dict[str, bytes | None] = field(default_factory=dict)
+    readers: dict[str, SegmentReader] = field(default_factory=dict)
+
+
+def needed_keys(cp: ArchiveCheckpointer, m: Manifest, wanted: list[str]) -> list[str]:
+    """Objects the chains of ``wanted`` (oldest first) read beyond the cache and each other."""
+    keys: set[str] = set()
+    building: set[str] = set()
+    for cid in wanted:
+        for rec in reversed(m.chain(cid)):
+            if rec["id"] in building or cp._states.get(state_key(rec)) is not None:
+                break
+            ref = rec["ref"]
+            if ref["type"] in ("snapshot", "segment"):
+                keys.add(ref["key"])
+            if ref["type"] == "snapshot":
+                keys.update(p["key"] for p in ref.get("pages", []))
+        building.add(cid)
+    return sorted(keys)
+
+
+async def listing(cp: ArchiveCheckpointer, thread_id: str) -> tuple[Manifest, list[CheckpointInfo]]:
+    """The thread's up-to-date manifest and its listing (``alist``), to pass on to ``contents``."""
+    layout.thread_dir(thread_id)
+    m = await cp._rooted(cp._manifest(thread_id))
+    return m, [record_info(thread_id, rec) for rec in m.records.values()]
+
+
+async def contents(
+    cp: ArchiveCheckpointer, thread_id: str, checkpoint_ids: Iterable[str], m: Manifest | None = None
+) -> dict[str, Content]:
+    """(state, messages) of each checkpoint of ``thread_id`` named (unknown ids are left out).
+
+    The returned values are shared with the archive's state cache: read them, never mutate them.
+    ``m`` is the manifest ``listing`` just returned (no second probe of the log); otherwise it is
+    read here.
+    """
+    if m is None:
+        m = (await listing(cp, thread_id))[0]
+    order = {cid: i for i, cid in enumerate(m.records)}
+    wanted = sorted({c for c in checkpoint_ids if c in order}, key=order.__getitem__)
+    keys = needed_keys(cp, m, wanted)
+    pre = Prefetched(dict(zip(keys, await cp.store.get_many(keys), strict=True)))
+    out: dict[str, Content] = {}
+    for cid in wanted:
+        rec = m.records[cid]
+        cached = cp._states.get(state_key(rec))
+        out[cid] = (
+            cached if cached is not None else await cp._materialize_content(thread_id, m.chain(cid), m.inline, pre)
+        )
+    return out
