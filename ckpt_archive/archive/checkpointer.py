@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from ..checkpointer import Ids, Infos
 from ..model import Checkpoint, CheckpointInfo
+from ..protocol import Ids, Infos
 from . import layout
 from .integrity_api import IntegrityMixin
 from .maintenance_api import MaintenanceMixin

@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypeVar
 
-from ..checkpointer import AsyncCoreCheckpointer
+from ..protocol import AsyncCoreCheckpointer
 from . import layout
 from .content import Content
 from .crypto import Encryption
