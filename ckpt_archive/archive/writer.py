@@ -1,0 +1,273 @@
+"""The save path of ``ArchiveCheckpointer``: payloads, the put-if-absent commit, then the hint.
+
+Save protocol (docs/FORMAT.md has the normative version):
+
+1. payload objects are written first (a snapshot; at a snapshot, the thread's
+   inline deltas compacted into one Parquet segment), together with the
+   ``_ids/`` entry that makes ``load_by_id`` work without a thread id;
+2. the commit entry ``_log/<seq+1>.json`` is created put-if-absent. Losing that
+   race means another writer committed first: a save that appends to the head
+   raises ``CheckpointConflict``; an explicit fork (``parent_id``) re-reads the
+   log and retries at the next seq. Payloads of a lost save are never
+   referenced, so readers cannot see them;
+3. the head hint is rewritten (best effort; readers probe ``seq+1`` anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from .. import codec
+from .._sync import run_async, run_sync
+from ..chain import snapshot_due
+from ..delta import diff_checkpoint
+from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
+from ..model import Checkpoint
+from . import crypto, layout
+from .content import Content, paged_snapshot
+from .manifest import Manifest, Record, seal, unseal
+from .objects import encode_segment, encode_snapshot
+from .parts import seal_parts
+from .state_reader import StateReader
+
+
+class ArchiveWriter(StateReader):
+    """The write layer of ``ArchiveCheckpointer``: save, compaction and what a commit publishes."""
+
+    async def _save(self, checkpoint: Checkpoint) -> str:
+        # checked and privately copied once, whatever the number of commit attempts
+        content: Content = (codec.json_copy(checkpoint.state), codec.json_copy(checkpoint.messages, "messages"))
+        checkpoint.check_protection()
+        thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
+        layout.thread_dir(thread_id)
+        layout.id_key(cid)
+        await self._check_root()
+        async with self._lock(thread_id):
+            # The writer's cached view is its "known head": no read before the commit, whose
+            # put-if-absent detects anyone who committed since.
+            seen = self._hint_heads.pop(thread_id, None)
+            m = self._manifests.get(thread_id) or await self._manifest(thread_id)
+            explicit = checkpoint.parent_id is not None
+            if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
+                seen, m = m.head, await self._manifest(thread_id)
+            if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
+                raise CheckpointConflict(
+                    f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
+                    f"(head {seen!r}); reload and save again, or pass parent_id to fork"
+                )
+            if explicit and checkpoint.parent_id not in m.records:
+                m = await self._manifest(thread_id)
+            index_written = False
+            while True:
+                if cid in m.records:
+                    raise DuplicateCheckpointId(f"checkpoint {cid!r} is already in thread {thread_id!r}")
+                parent_id = checkpoint.parent_id if explicit else m.head
+                if parent_id is not None and parent_id not in m.records:
+                    raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
+                actions, writes, content = await self._prepare(m, checkpoint, parent_id, content)
+                if not index_written:
+                    writes.append(self._write_index(thread_id, cid))
+                    index_written = True
+                await asyncio.gather(*writes)
+                entry = m.commit_entry(actions)
+                if await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
+                    break
+                m = await self._manifest(thread_id)
+                if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
+                    raise CheckpointConflict(
+                        f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
+                        "writer last read it; reload and save again, or pass parent_id to fork"
+                    )
+            new = m.copy()
+            new.apply_entry(unseal(entry, "own commit"))
+            self._manifests[thread_id] = new
+            self._read_at[thread_id] = time.monotonic()
+            self._remember(f"{cid}@1", content)
+            await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
+        return cid
+
+    async def _prepare(
+        self, m: Manifest, ckpt: Checkpoint, parent_id: str | None, content: Content
+    ) -> tuple[list[dict[str, Any]], list[Any], Content]:
+        """Actions of the commit, payload writes to run before it, and the new content."""
+        state, messages = content
+        parent = m.records.get(parent_id) if parent_id else None
+        depth = None if parent is None else int(parent["depth"])
+        record: Record = {
+            "id": ckpt.checkpoint_id,
+            "parent": parent_id,
+            "step": ckpt.step,
+            "created_at": ckpt.created_at.isoformat(),
+            "metadata": ckpt.metadata,
+            "fields": {
+                "pending_nodes": ckpt.pending_nodes,
+                "cleared_interrupt": ckpt.cleared_interrupt,
+                "attempts": ckpt.attempts,
+                "child_ledger": ckpt.child_ledger,
+            },
+            "version": 1,
+        }
+        enc = self.encryption
+        record.update(self.content_digests((state, messages)))
+        for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
+            if getattr(ckpt, name) is not None:
+                record["fields"][name] = getattr(ckpt, name)
+        if ckpt.protection is not None:
+            record["fields"]["protection"] = ckpt.protection.model_dump()
+        writes: list[Any] = []
+        actions: list[dict[str, Any]] = []
+        if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
+            key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
+            new_pages: list[tuple[str, bytes]] = []
+            page_refs: list[dict[str, Any]] = []
+            if enc is not None:  # no shared pages (of state or messages): their names would be digests of plaintext
+                data = self.seal_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages))
+            else:
+                known = self._known_pages(m, parent_id)
+                data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
+            writes.append(self.store.put(key, data))
+            writes.extend(self.store.put(k, d) for k, d in new_pages)
+            ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+            if page_refs:
+                ref["pages"] = page_refs
+            record.update(kind="full", depth=0, ref=ref, bytes=len(data) + sum(len(d) for _, d in new_pages))
+            compact = self._compact_action(m)
+            if compact is not None:
+                action, segment_key, segment = compact
+                writes.append(self.store.put(segment_key, segment))
+                actions.append(action)
+            actions.insert(0, {"action": "add", "record": record})
+        else:
+            ops = diff_checkpoint(*await self._content_of(m, parent_id), state, messages)
+            if enc is not None:
+                ops = crypto.seal_ops(enc, self._archive_id, m.thread_id, ckpt.checkpoint_id, ops)
+            assert depth is not None
+            record.update(kind="delta", depth=depth + 1)
+            if ops:
+                record.update(ref={"type": "inline"}, bytes=len(codec.dumps(ops)))
+                actions.append({"action": "add", "record": record, "ops": ops})
+            else:
+                record.update(ref={"type": "empty"}, bytes=0)
+                actions.append({"action": "add", "record": record})
+        return actions, writes, (state, messages)
+
+    def content_digests(self, content: Content) -> dict[str, Any]:
+        """Record fields proving a content: ``state_sha256`` + ``messages_sha256``, or with encryption
+        ``enc`` + keyed ``state_mac`` + ``messages_mac`` (a plain digest would let anyone confirm a guess)."""
+        raw_state, raw_messages = codec.dumps(content[0]), codec.dumps(content[1])
+        enc = self.encryption
+        if enc is None:
+            return {"state_sha256": codec.sha256(raw_state), "messages_sha256": codec.sha256(raw_messages)}
+        return {
+            "enc": {"alg": crypto.ALG, "key_id": enc.active_key_id},
+            "state_mac": enc.mac(enc.active_key_id, raw_state),
+            "messages_mac": enc.mac(enc.active_key_id, raw_messages),
+        }
+
+    def seal_snapshot(self, thread_id: str, checkpoint_id: str, content: Content) -> bytes:
+        """An encrypted, unpaged snapshot object of state *and* messages; needs ``encryption``."""
+        assert self.encryption is not None
+        state, messages = content
+        data = encode_snapshot(thread_id, checkpoint_id, state, messages=messages)
+        return self.encryption.seal(data, crypto.aad(self._archive_id, thread_id, checkpoint_id, "snapshot"))
+
+    @staticmethod
+    def _known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
+        """Pages already stored that the new snapshot may reuse: those of the parent chain's snapshot."""
+        if parent_id is None:
+            return {}
+        base = m.chain(parent_id)[0]["ref"]
+        return {p["digest"]: p for p in base.get("pages", [])}
+
+    def _compact_action(self, m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
+        """Move every inline delta of the thread into one Parquet segment (a row group each)."""
+        if not m.inline:
+            return None
+        entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
+        data, groups = encode_segment(m.thread_id, entries)
+        key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
+        sizes = _row_group_sizes(data, len(groups))
+        action = {
+            "action": "compact",
+            "key": key,
+            "sha256": codec.sha256(data),
+            "size": len(data),
+            "row_groups": {cid: {"row_group": g, "bytes": sizes[g]} for cid, g in groups.items()},
+            "empty": [cid for cid, _, ops in entries if not ops],
+        }
+        return action, key, data
+
+    async def _write_index(self, thread_id: str, checkpoint_id: str) -> None:
+        key = layout.id_key(checkpoint_id)
+        doc = seal({"type": "id", "thread_id": thread_id, "checkpoint_id": checkpoint_id})
+        if await self.store.put_if_absent(key, doc):
+            return
+        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}", key=key)
+        owner = existing.get("thread_id")
+        if isinstance(owner, str) and owner != thread_id:
+            other = await self._manifest(owner)
+            if checkpoint_id in other.records:
+                raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
+            await self.store.put(key, doc)  # left over from a save that never committed
+
+    async def _publish(self, m: Manifest, *, compacted: bool) -> None:
+        """After a commit: rewrite the hint; after a compaction also fold the manifest."""
+        # The commit already landed: a failed hint, part or fold only costs readers a few more
+        # reads (they probe past the hint and rebuild from the log), so none of it is an error.
+        tasks = [self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id)))]
+        if compacted:  # sealed parts first: the fold that names them must never exist without them
+            before = (list(m.parts), set(m.sealed), set(m.dirty))
+            written = await asyncio.gather(
+                *(self.store.put(key, data) for key, data in seal_parts(m)), return_exceptions=True
+            )
+            failed = [r for r in written if isinstance(r, BaseException)]
+            if failed:
+                m.parts, m.sealed, m.dirty = before  # no fold may name a part that was not written
+                compacted = False
+                if not all(isinstance(r, Exception) for r in failed):
+                    raise next(r for r in failed if not isinstance(r, Exception))
+            else:
+                tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        if compacted and not isinstance(results[-1], BaseException):
+            self._folded_seq[m.thread_id] = m.seq
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result  # a crash/cancellation is not swallowed
+
+    # -- maintenance -------------------------------------------------------------
+    async def _compact(self, thread_id: str) -> bool:
+        """Close the open segment now (end of a run): inline deltas to Parquet, fold the manifest."""
+        async with self._lock(thread_id):
+            m = await self._manifest(thread_id)
+            compact = self._compact_action(m)
+            if compact is None:
+                return False
+            action, key, data = compact
+            await self.store.put(key, data)
+            entry = m.commit_entry([action])
+            if not await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
+                raise CheckpointConflict(f"thread {thread_id!r} changed while compacting; try again")
+            new = m.copy()
+            new.apply_entry(unseal(entry, "own commit"))
+            self._manifests[thread_id] = new
+            await self._publish(new, compacted=True)
+            return True
+
+    def compact(self, thread_id: str) -> bool:
+        return run_sync(self._compact(thread_id))
+
+    async def acompact(self, thread_id: str) -> bool:
+        return await run_async(self._compact(thread_id))
+
+
+def _row_group_sizes(data: bytes, n: int) -> list[int]:
+    import io
+
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    return [meta.row_group(i).total_byte_size for i in range(n)]
