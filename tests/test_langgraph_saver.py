@@ -24,7 +24,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 import ckpt_archive as ca
 from ckpt_archive.integrations.langgraph import ArchiveSaver, UnknownPruneStrategy
 from ckpt_archive.integrations.langgraph.testing import build_graph, run_turns
-from ckpt_archive.testing import S3Server
+from ckpt_archive.testing import RoundTrips, S3Server
 
 
 class SyncFacade(BaseCheckpointSaver[Any]):
@@ -164,6 +164,62 @@ def test_get_tuple_and_list_cost_constant_requests(s3_server: S3Server) -> None:
     assert costs[(6, "get")] == costs[(21, "get")] <= 16, costs
     assert costs[(6, "list")] == costs[(21, "list")] <= 24, costs
     assert costs[(6, "warm")] == costs[(21, "warm")] <= 4, costs
+
+
+def test_cold_get_tuple_is_three_round_trips_and_list_reads_each_object_once(s3_server: S3Server) -> None:
+    """get_tuple (latest, or by id) reads the writes while the manifest is read; a full list builds the
+    states in one walk (no index lookups, no per-checkpoint LIST) and equals get_tuple one by one."""
+    url = s3_server.make_bucket("lg-round-trips") + "/a"
+    opts = s3_server.storage_options()
+    saver = ArchiveSaver.from_url(url, opts, full_snapshot_interval=5)
+    last = _grow(saver, "t", 28)
+    saver.put_writes(last, [("ch", 1), ("__interrupt__", "stop")], "task-1", "p")
+    first_id = next(iter(reversed(list(saver.list(_config("t")))))).config["configurable"]["checkpoint_id"]
+    saver.put_writes(_config("t", checkpoint_id=first_id), [("ch", "early")], "task-0", "p")
+    for config in (_config("t"), _config("t", checkpoint_id=first_id)):
+        cold = ArchiveSaver.from_url(url, opts)
+        trips = RoundTrips(cold.store.fs)
+        tup = cold.get_tuple(config)
+        assert tup is not None and tup.pending_writes, config
+        assert trips.depth <= 3, (config, trips.calls)
+    cold = ArchiveSaver.from_url(url, opts)
+    s3_server.reset_counts()
+    listed = list(cold.list(_config("t")))
+    requests = s3_server.total()
+    lists = s3_server.requests["LIST"]
+    assert len(listed) == 28 and requests < 28, requests  # ~28 states from a handful of objects
+    assert lists <= 2, s3_server.requests
+    one_by_one = ArchiveSaver.from_url(url, opts)
+    for tup in listed:
+        alone = one_by_one.get_tuple(tup.config)
+        assert alone is not None
+        assert (alone.checkpoint, alone.metadata, alone.pending_writes, alone.parent_config) == (
+            tup.checkpoint,
+            tup.metadata,
+            tup.pending_writes,
+            tup.parent_config,
+        )
+
+
+def test_get_tuple_is_right_when_its_head_guess_is_stale() -> None:
+    """The early writes read follows the head the hint (or a cached manifest) names; another writer's
+    newer checkpoint, or a hint left behind by a crash, must still give the newest checkpoint and its writes."""
+    url = "memory://lg-stale-guess"
+    reader = ArchiveSaver.from_url(url)
+    writer = ArchiveSaver.from_url(url)
+    old = _grow(writer, "t", 3)
+    writer.put_writes(old, [("ch", "old")], "task-old")
+    assert reader.get_tuple(_config("t")) is not None  # the reader caches the manifest: head = old
+    hint_key = "thread_id=t/_head.json"
+    stale_hint = asyncio.run(writer.store.get(hint_key))
+    new = _grow(writer, "t", 1, parent=old)
+    writer.put_writes(new, [("ch", "new")], "task-new")
+    for saver in (reader, ArchiveSaver.from_url(url)):
+        tup = saver.get_tuple(_config("t"))
+        assert tup is not None and tup.config == new and tup.pending_writes == [("task-new", "ch", "new")]
+    asyncio.run(writer.store.put(hint_key, stale_hint))  # as if the writer died before its hint
+    tup = ArchiveSaver.from_url(url).get_tuple(_config("t"))
+    assert tup is not None and tup.config == new and tup.pending_writes == [("task-new", "ch", "new")]
 
 
 def _stored_bytes(saver: ArchiveSaver) -> int:

@@ -10,14 +10,17 @@ is still checked against the digests its record carries, exactly as in a single 
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..errors import CheckpointError
 from ..model import CheckpointInfo
 from . import layout
 from .content import Content, state_key
-from .manifest import Manifest, record_info
+from .manifest import Manifest, hint_chain, record_info
 from .objects import SegmentReader
 
 if TYPE_CHECKING:
@@ -49,10 +52,41 @@ def needed_keys(cp: ArchiveCheckpointer, m: Manifest, wanted: list[str]) -> list
     return sorted(keys)
 
 
-async def listing(cp: ArchiveCheckpointer, thread_id: str) -> tuple[Manifest, list[CheckpointInfo]]:
-    """The thread's up-to-date manifest and its listing (``alist``), to pass on to ``contents``."""
+async def head_guess(cp: ArchiveCheckpointer, thread_id: str) -> tuple[CheckpointInfo | None, dict[str, Any] | None]:
+    """The thread's head as far as can be known before its manifest is read, and the head hint.
+
+    From the manifest this instance has cached (no request), else from the head hint (one GET, run
+    with the root check). A caller may start reads that depend on the head on this guess while
+    ``listing(cp, thread_id, hint)`` confirms it; the guess is stale when another writer has
+    committed since.
+    """
     layout.thread_dir(thread_id)
-    m = await cp._rooted(cp._manifest(thread_id))
+    cached = cp._manifests.get(thread_id)
+    if cached is not None and cp._fresh(thread_id):
+        rec = cached.records.get(cached.head) if cached.head else None
+        return (None if rec is None else record_info(thread_id, rec)), None
+    hint = await cp._rooted(cp._read_hint(thread_id))
+    chain = (hint or {}).get("chain") or []
+    return (record_info(thread_id, chain[-1]) if chain else None), hint
+
+
+async def warm_head(cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]) -> None:
+    """Build the head's content from the hint's chain into the state cache (keyed by record version),
+    so that ``contents`` of that head then reads nothing. Run it alongside ``listing``; a failure here
+    is left for the confirmed read to report."""
+    chain, inline = hint_chain(copy.deepcopy(hint))
+    if chain:
+        with contextlib.suppress(CheckpointError):
+            await cp._materialize_content(thread_id, chain, inline)
+
+
+async def listing(
+    cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any] | None = None
+) -> tuple[Manifest, list[CheckpointInfo]]:
+    """The thread's up-to-date manifest and its listing (``alist``), to pass on to ``contents``;
+    ``hint`` is the head hint ``head_guess`` has just read (not read again)."""
+    layout.thread_dir(thread_id)
+    m = await cp._rooted(cp._manifest(thread_id, hint=hint))
     return m, [record_info(thread_id, rec) for rec in m.records.values()]
 
 

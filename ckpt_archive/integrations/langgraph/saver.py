@@ -35,8 +35,9 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
-from ...archive.batch import contents, listing
+from ...archive.batch import contents, head_guess, listing, warm_head
 from ...archive.manifest import Manifest
+from ...archive.store import ObjectStore
 from ...errors import CheckpointNotFound, InvalidIdentifier
 from ...model import Checkpoint, CheckpointInfo, uuid7
 from . import writes as W
@@ -63,6 +64,18 @@ class Reads:
 
     manifests: dict[str, Manifest] = field(default_factory=dict)
     writes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    early: dict[tuple[str, str], asyncio.Task[list[W.Entry]]] = field(default_factory=dict)
+    """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
+
+    def start_writes(self, store: ObjectStore, at: str, lg_id: str) -> None:
+        self.early[(at, lg_id)] = asyncio.ensure_future(W.read_entries(store, at, lg_id))
+
+    def cancel(self) -> None:
+        """Drop the early reads nobody used (a wrong guess); their errors were about nothing asked for."""
+        for task in self.early.values():
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved, so asyncio does not log it
+            task.cancel()
 
 
 def target(config: RunnableConfig | None) -> tuple[str, str, dict[str, Any]]:
@@ -262,6 +275,9 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
             by_at.setdefault(at, []).append(info)
 
         async def writes_of(at: str, lg: list[str]) -> dict[str, list[W.Entry]]:
+            early = reads.early.pop((at, lg[0]), None) if len(lg) == 1 else None
+            if early is not None:
+                return {lg[0]: await early}
             if at not in reads.writes and len(lg) >= INDEX_FROM:
                 reads.writes[at] = await W.index_thread(self.store, at)
             return await W.read_many(self.store, at, lg, reads.writes.get(at))
@@ -299,17 +315,32 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
         )
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """One checkpoint, in three sequential round trips on an object store: the pending writes of
+        the wanted checkpoint (or of the head the hint names) are read while the manifest is."""
         at = archive_thread(*target(config)[:2])
         reads = Reads()
-        index = by_lg_id(await self.infos(at, reads))
-        if not index:
-            return None
         wanted = get_checkpoint_id(config)
-        info = index.get(wanted) if wanted else index[max(index)]
-        if info is None:
-            return None
-        found = await self.tuples([(at, info)], reads)
-        return found[0] if found else None
+        try:
+            hint = None
+            if wanted:
+                reads.start_writes(self.store, at, wanted)
+            else:
+                head, hint = await head_guess(self.archive, at)
+                if head is not None:
+                    reads.start_writes(self.store, at, lg_ids(head)[0])
+            if hint is not None:
+                (m, infos), _ = await asyncio.gather(listing(self.archive, at, hint), warm_head(self.archive, at, hint))
+            else:
+                m, infos = await listing(self.archive, at)
+            reads.manifests[at] = m
+            index = by_lg_id(infos)
+            info = index.get(wanted) if wanted else (index[max(index)] if index else None)
+            if info is None:
+                return None
+            found = await self.tuples([(at, info)], reads)
+            return found[0] if found else None
+        finally:
+            reads.cancel()
 
     async def _select(
         self,
