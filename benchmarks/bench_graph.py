@@ -56,6 +56,8 @@ def run_w2(store: str, kind: str, turns: int, g: Any) -> dict[str, Any]:
             r["req_run"], r["list_run"] = server.total(), server.requests["LIST"]
         r["final"] = g.summary(graph.get_state({"configurable": {"thread_id": "w2"}}).values)
         r["bytes"] = s.nbytes()
+        s.gc()  # ours: superseded folded manifests and merged commit entries (a no-op for the peers)
+        r["bytes_gc"] = s.nbytes()
         if store == "InMemorySaver":
             reads = in_process_reads(s, "w2")
         else:
@@ -64,6 +66,11 @@ def run_w2(store: str, kind: str, turns: int, g: Any) -> dict[str, Any]:
         r.update(reads)
         r["checkpoints"] = reads["n_list"]
         return r
+
+
+def _bytes(r: dict[str, Any]) -> str:
+    after = r.get("bytes_gc", r["bytes"])
+    return f"{r['bytes']:,.0f}" + (f" ({after:,.0f} after gc)" if after != r["bytes"] else "")
 
 
 def render(out: Path) -> str:
@@ -87,7 +94,7 @@ def render(out: Path) -> str:
             reads = f"{r['req_load']:.0f} / {r['req_list']:.0f} / {r['req_list1']:.0f}"
         lines.append(
             f"| {r['store']} | {r['target']} | {r['run']:.1f} | {r['run'] / r['checkpoints'] * 1000:.1f} "
-            f"| {r['bytes']:,.0f} | {ms(r['load'])} | {ms(r['list'])} | {ms(r['list1'])} | {req} | {lst} | {reads} |"
+            f"| {_bytes(r)} | {ms(r['load'])} | {ms(r['list'])} | {ms(r['list1'])} | {req} | {lst} | {reads} |"
         )
     if p.get("skipped"):
         lines += ["", p["skipped"]]

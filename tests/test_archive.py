@@ -175,7 +175,13 @@ def test_unknown_format_version_is_a_clear_error(tmp_path: Any) -> None:
         ca.open_archive(url).list("t")
 
 
-def test_segments_are_parquet_row_group_per_checkpoint_and_readable_without_us(tmp_path: Any) -> None:
+@pytest.mark.parametrize("per_group", [64, 3])
+def test_segments_are_parquet_row_groups_of_consecutive_checkpoints_readable_without_us(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, per_group: int
+) -> None:
+    from ckpt_archive.archive import objects
+
+    monkeypatch.setattr(objects, "GROUP_CHECKPOINTS", per_group)
     url = str(tmp_path / "a")
     archive = ca.open_archive(url, full_snapshot_interval=5)
     messages: list[Any] = []
@@ -184,7 +190,13 @@ def test_segments_are_parquet_row_group_per_checkpoint_and_readable_without_us(t
     assert archive.compact("chat/1") is False
     files = sorted(fsspec.filesystem("file").glob(f"{url}/thread_id=*/deltas/*.parquet"))
     assert len(files) == 3  # deltas 1-4, 6-9, 11
-    assert [pq.ParquetFile(f).num_row_groups for f in files] == [4, 4, 1]
+    assert [pq.ParquetFile(f).num_row_groups for f in files] == ([1, 1, 1] if per_group == 64 else [2, 2, 1])
+    infos = ca.open_archive(url).list("chat/1")
+    deltas = [i for i in infos if i.kind == "delta"]
+    assert all(i.stored_bytes > 0 for i in deltas)  # each checkpoint's share of its row group
+    for info in infos:  # every checkpoint of a shared row group reads back its own ops only
+        ckpt = ca.open_archive(url).load_by_id(info.checkpoint_id)
+        assert ckpt is not None and ckpt.state["messages"] == messages[: info.step + 1]
     rows = duckdb.sql(
         f"select thread_id, step, op, key from read_parquet('{url}/thread_id=*/deltas/*.parquet', "
         "hive_partitioning=true) order by step"

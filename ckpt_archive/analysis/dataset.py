@@ -1,7 +1,7 @@
 """pyarrow datasets over an archive: the Parquet delta segments, and the manifest's checkpoint rows.
 
 The deltas are plain hive-partitioned Parquet (``thread_id=<percent-encoded>/deltas/*.parquet``,
-one row per delta operation, one row group per checkpoint), so any engine reads
+one row per delta operation, row groups of consecutive steps), so any engine reads
 them as they are; this module only finds the files (never the snapshots or the
 log next to them) and gives each file its partition expression
 ``thread_id == <id>``, so that a filter on ``thread_id`` prunes whole folders

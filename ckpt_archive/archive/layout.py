@@ -9,7 +9,7 @@ Layout under the archive root (see docs/FORMAT.md)::
     thread_id=<enc>/_log/<seq:020d>.manifest.json.zst  folded manifest as of seq
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.json.zst
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.<token>.json.zst  re-based/edited/copied snapshot
-    thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   one row group per checkpoint
+    thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   row groups of consecutive checkpoints
     thread_id=<enc>/pages/<sha256>.json.zst         shared pages of long lists in snapshots
 
 Ids are percent-encoded (RFC 3986 unreserved characters kept), which is the

@@ -36,7 +36,7 @@ _PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "compression_level": 9,
     "write_statistics": ["step"],
-    "use_dictionary": ["op", "key", "target"],
+    "use_dictionary": ["checkpoint_id", "op", "key", "target"],
     "write_page_index": False,
 }
 _META_VERSION = b"ckpt_archive.format_version"
@@ -130,29 +130,60 @@ def decode_snapshot_content(
     return state, pages, messages, message_pages
 
 
-def encode_segment(thread_id: str, entries: Sequence[tuple[str, int, Delta]]) -> tuple[bytes, dict[str, int]]:
-    """One row group per checkpoint with at least one op; returns (bytes, {checkpoint_id: row_group})."""
+GROUP_CHECKPOINTS = 64
+GROUP_BYTES = 4 << 20
+"""A row group holds consecutive checkpoints, up to this many or about this many bytes of ops: values
+compressed together cost a fraction of values compressed alone (a ~1 KB chat message shares most
+of its words with its neighbours), and a reader fetches the whole segment object anyway."""
+
+
+def encode_segment(
+    thread_id: str, entries: Sequence[tuple[str, int, Delta]]
+) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    """Checkpoints with at least one op, in order, as rows of consecutive row groups.
+
+    Returns (bytes, {checkpoint_id: (row_group, bytes)}), ``bytes`` being the checkpoint's share of
+    its row group's compressed size (by the size of its ops), for listings and stats.
+    """
     buf = io.BytesIO()
     meta = {_META_VERSION: str(codec.FORMAT_VERSION).encode(), b"ckpt_archive.thread_id": thread_id.encode()}
     schema = SEGMENT_SCHEMA.with_metadata(meta)
-    groups: dict[str, int] = {}
+    groups: list[list[tuple[str, dict[str, list[Any]], int]]] = [[]]
+    weight = 0
+    for checkpoint_id, step, ops in entries:
+        if not ops:
+            continue
+        cols: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
+        for op in ops:
+            path = op["path"]
+            cols["checkpoint_id"].append(checkpoint_id)
+            cols["step"].append(step)
+            cols["op"].append(op["op"])
+            cols["key"].append(path[0])
+            cols["path"].append(codec.dumps(path).decode())
+            cols["value"].append(None if op["op"] == "del" else codec.dumps(op.get("value")).decode())
+            cols["target"].append(op.get("target"))
+        size = sum(len(v or "") + len(p) for v, p in zip(cols["value"], cols["path"], strict=True))
+        if groups[-1] and (len(groups[-1]) >= GROUP_CHECKPOINTS or weight + size > GROUP_BYTES):
+            groups.append([])
+            weight = 0
+        groups[-1].append((checkpoint_id, cols, size))
+        weight += size
+    groups = [group for group in groups if group]
     with pq.ParquetWriter(buf, schema, **_PARQUET_OPTIONS) as writer:
-        for checkpoint_id, step, ops in entries:
-            if not ops:
-                continue
-            cols: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
-            for op in ops:
-                path = op["path"]
-                cols["checkpoint_id"].append(checkpoint_id)
-                cols["step"].append(step)
-                cols["op"].append(op["op"])
-                cols["key"].append(path[0])
-                cols["path"].append(codec.dumps(path).decode())
-                cols["value"].append(None if op["op"] == "del" else codec.dumps(op.get("value")).decode())
-                cols["target"].append(op.get("target"))
-            writer.write_table(pa.table(cols, schema=schema), row_group_size=len(ops) + 1)
-            groups[checkpoint_id] = len(groups)
-    return buf.getvalue(), groups
+        for group in groups:
+            merged = {name: [x for _, cols, _ in group for x in cols[name]] for name in SEGMENT_SCHEMA.names}
+            writer.write_table(pa.table(merged, schema=schema), row_group_size=len(merged["op"]) + 1)
+    data = buf.getvalue()
+    file_meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    placed: dict[str, tuple[int, int]] = {}
+    for g, group in enumerate(groups):
+        rg = file_meta.row_group(g)
+        stored = sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+        total = max(sum(size for _, _, size in group), 1)
+        for checkpoint_id, _, size in group:
+            placed[checkpoint_id] = (g, max(1, stored * size // total))
+    return data, placed
 
 
 class SegmentReader:
@@ -160,6 +191,7 @@ class SegmentReader:
 
     def __init__(self, data: bytes, *, thread_id: str, key: str) -> None:
         self.thread_id, self.key = thread_id, key
+        self._rows: dict[int, dict[str, list[Any]]] = {}
         try:
             self._file = pq.ParquetFile(io.BytesIO(data))
             meta = self._file.schema_arrow.metadata or {}
@@ -176,26 +208,30 @@ class SegmentReader:
             )
 
     def ops(self, checkpoint_id: str, row_group: int) -> Delta:
+        """The checkpoint's ops, in order, from its row group (decoded once per row group)."""
         try:
-            columns = ["checkpoint_id", "op", "path", "value"]
-            has_target = "target" in self._file.schema_arrow.names
-            if has_target:
-                columns.append("target")
-            table = self._file.read_row_group(row_group, columns=columns)
-            rows = table.to_pydict()
-            targets = rows["target"] if has_target else [None] * table.num_rows
+            rows = self._rows.get(row_group)
+            if rows is None:
+                columns = ["checkpoint_id", "op", "path", "value"]
+                has_target = "target" in self._file.schema_arrow.names
+                if has_target:
+                    columns.append("target")
+                table = self._file.read_row_group(row_group, columns=columns)
+                rows = table.to_pydict()
+                if not has_target:
+                    rows["target"] = [None] * table.num_rows
+                self._rows[row_group] = rows
             out: Delta = []
             for cid, op, path, value, target in zip(
-                rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], targets, strict=True
+                rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], rows["target"], strict=True
             ):
                 if cid != checkpoint_id:
-                    raise ValueError("row group holds another checkpoint")
+                    continue
                 decoded = None if value is None else codec.loads(value)
                 entry = {"op": op, "path": codec.loads(path), "value": decoded}
                 if target is not None:
                     entry["target"] = target
                 out.append(entry)
-            return out
         except Exception as exc:
             raise TruncatedObject(
                 f"row group {row_group} of the delta segment cannot be read ({exc})",
@@ -203,3 +239,11 @@ class SegmentReader:
                 checkpoint_id=checkpoint_id,
                 key=self.key,
             ) from None
+        if not out:  # a segment ref is only written for a checkpoint with ops
+            raise TruncatedObject(
+                f"row group {row_group} of the delta segment holds no op of the checkpoint",
+                thread_id=self.thread_id,
+                checkpoint_id=checkpoint_id,
+                key=self.key,
+            )
+        return out

@@ -183,19 +183,18 @@ class ArchiveWriter(StateReader):
         return {p["digest"]: p for p in base.get("pages", [])}
 
     def _compact_action(self, m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
-        """Move every inline delta of the thread into one Parquet segment (a row group each)."""
+        """Move every inline delta of the thread into one Parquet segment (``encode_segment``)."""
         if not m.inline:
             return None
         entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
         data, groups = encode_segment(m.thread_id, entries)
         key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
-        sizes = _row_group_sizes(data, len(groups))
         action = {
             "action": "compact",
             "key": key,
             "sha256": codec.sha256(data),
             "size": len(data),
-            "row_groups": {cid: {"row_group": g, "bytes": sizes[g]} for cid, g in groups.items()},
+            "row_groups": {cid: {"row_group": g, "bytes": size} for cid, (g, size) in groups.items()},
             "empty": [cid for cid, _, ops in entries if not ops],
         }
         return action, key, data
@@ -262,12 +261,3 @@ class ArchiveWriter(StateReader):
 
     async def acompact(self, thread_id: str) -> bool:
         return await run_async(self._compact(thread_id))
-
-
-def _row_group_sizes(data: bytes, n: int) -> list[int]:
-    import io
-
-    import pyarrow.parquet as pq
-
-    meta = pq.ParquetFile(io.BytesIO(data)).metadata
-    return [meta.row_group(i).total_byte_size for i in range(n)]
