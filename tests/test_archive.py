@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from datetime import timedelta
 from typing import Any
 
 import duckdb
@@ -230,6 +231,37 @@ def test_lost_hint_is_recovered_from_the_log(tmp_path: Any) -> None:
     fresh = ca.open_archive(url)
     assert fresh.load("t").checkpoint_id == saved[-1].checkpoint_id  # type: ignore[union-attr]
     assert len(fresh.list("t")) == 9
+
+
+def test_gc_keeps_commit_one_so_a_lost_hint_after_gc_is_still_recovered(tmp_path: Any) -> None:
+    """No hint and no commit 1 means a new thread (no LIST); so gc must never collect commit 1."""
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=4)
+    messages: list[Any] = []
+    saved = grow(archive, "t", range(13), messages)
+    archive.gc(grace=timedelta(0))
+    fs = fsspec.filesystem("file")
+    logs = sorted(p.rsplit("/", 1)[1] for p in fs.glob(f"{url}/thread_id=t/_log/*.json"))
+    assert logs[0] == "00000000000000000001.json" and "00000000000000000002.json" not in logs, logs
+    fs.rm_file(f"{url}/{layout.head_key('t')}")
+    fresh = ca.open_archive(url)
+    assert fresh.load("t").checkpoint_id == saved[-1].checkpoint_id  # type: ignore[union-attr]
+    grow(fresh, "t", range(13, 14), messages)  # appends after the real head: no fork at commit 1
+    assert [i.step for i in ca.open_archive(url).list("t")] == list(range(14))
+
+
+def test_first_save_of_a_thread_lists_nothing(s3_server: S3Server, s3_url: str) -> None:
+    opts = s3_server.storage_options()
+    archive = ca.open_archive(s3_url, storage_options=opts)
+    s3_server.reset_counts()
+    archive.save(ca.Checkpoint.new("first", {"a": 1}))  # also creates the archive marker
+    assert s3_server.requests["LIST"] == 0 and s3_server.total() <= 8, s3_server.log
+    s3_server.reset_counts()
+    trips = RoundTrips(archive.store.fs)
+    archive.save(ca.Checkpoint.new("second", {"a": 1}))  # a new thread of a known archive
+    assert s3_server.requests["LIST"] == 0 and s3_server.total() <= 6, s3_server.log
+    assert trips.depth <= 4, trips.calls
+    assert ca.open_archive(s3_url, storage_options=opts).load("second").state == {"a": 1}  # type: ignore[union-attr]
 
 
 def test_stale_hint_is_detected(tmp_path: Any) -> None:

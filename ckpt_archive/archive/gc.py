@@ -45,14 +45,17 @@ def _old(info: dict[str, Any], cutoff: datetime) -> bool:
 
 
 def _superseded(names: dict[str, dict[str, Any]], keep_from: int) -> list[str]:
-    """Log objects before ``keep_from`` (the oldest folded manifest still in use)."""
+    """Log objects before ``keep_from`` (the oldest folded manifest still in use).
+
+    Commit 1 always stays: a reader with no usable hint tells a new thread from an existing one by it.
+    """
     out = []
     for key in names:
         base = posixpath.basename(key)
         if not base[:20].isdigit():
             continue
         seq = int(base[:20])
-        if (base.endswith(_FOLDED) and seq < keep_from) or (base == f"{seq:020d}.json" and seq <= keep_from):
+        if (base.endswith(_FOLDED) and seq < keep_from) or (base == f"{seq:020d}.json" and 1 < seq <= keep_from):
             out.append(key)
     return out
 

@@ -7,6 +7,7 @@ when the hint is missing or unusable.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -51,10 +52,15 @@ class ManifestReader(ArchiveRoot):
             cached = None  # too old to trust: gc may have removed log entries after it
         if cached is not None:
             m = await self._fold_forward(cached)
-        else:
-            if hint is None:
-                hint = await self._read_hint(thread_id)
+        elif hint is not None:
             m = await self._rebuild(thread_id, hint)
+        else:
+            # Commit 1 is never collected (FORMAT.md §6), so no hint and no commit 1 means a thread
+            # nobody has committed to: no LIST of the log for the first save of every thread.
+            hint, first = await asyncio.gather(
+                self._read_hint(thread_id), self.store.get_or_none(layout.log_key(thread_id, 1))
+            )
+            m = Manifest(thread_id) if hint is None and first is None else await self._rebuild(thread_id, hint)
         self._manifests[thread_id] = m
         self._read_at[thread_id] = time.monotonic()
         return m

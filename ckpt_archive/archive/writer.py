@@ -44,12 +44,13 @@ class ArchiveWriter(StateReader):
         thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
         layout.thread_dir(thread_id)
         layout.id_key(cid)
-        await self._check_root()
         async with self._lock(thread_id):
             # The writer's cached view is its "known head": no read before the commit, whose
             # put-if-absent detects anyone who committed since.
             seen = self._hint_heads.pop(thread_id, None)
-            m = self._manifests.get(thread_id) or await self._manifest(thread_id)
+            cached = self._manifests.get(thread_id)
+            m = cached if cached is not None else await self._rooted(self._manifest(thread_id))
+            await self._check_root()  # done by now, unless the manifest was cached by a path without it
             explicit = checkpoint.parent_id is not None
             if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
                 seen, m = m.head, await self._manifest(thread_id)
