@@ -56,19 +56,34 @@ def split_thread(archive_thread_id: str) -> tuple[str, str]:
 
 
 class SerdeCodec:
-    """Blobs through a LangGraph ``SerializerProtocol``, kept JSON as ``[type, base64]``."""
+    """Blobs through a LangGraph ``SerializerProtocol``, kept JSON as ``[type, base64]``.
 
-    def __init__(self, serde: Any) -> None:
+    ``raw`` caches base64-decoded bytes by their text: listing a thread decodes the same list
+    elements in every checkpoint, and decoding base64 is most of that work. Only bytes are shared;
+    every value is still made by the serde afresh, so no two tuples share an object.
+    """
+
+    RAW_LIMIT = 200_000
+
+    def __init__(self, serde: Any, raw: dict[str, bytes] | None = None) -> None:
         self.serde = serde
+        self.raw = raw
 
     def dumps(self, value: Any) -> Blob:
         typ, data = self.serde.dumps_typed(value)
         return [typ, base64.b64encode(data).decode("ascii")]
 
     def loads(self, blob: Any) -> Any:
-        if not (isinstance(blob, list) and len(blob) == 2 and all(isinstance(x, str) for x in blob)):
+        if not (type(blob) is list and len(blob) == 2 and type(blob[0]) is str and type(blob[1]) is str):
             raise CheckpointError(f"stored LangGraph value is malformed: {str(blob)[:100]}")
-        return self.serde.loads_typed((blob[0], base64.b64decode(blob[1])))
+        if self.raw is None:
+            return self.serde.loads_typed((blob[0], base64.b64decode(blob[1])))
+        data = self.raw.get(blob[1])
+        if data is None:
+            if len(self.raw) >= self.RAW_LIMIT:
+                self.raw.clear()
+            data = self.raw[blob[1]] = base64.b64decode(blob[1])
+        return self.serde.loads_typed((blob[0], data))
 
     def encode_channel(self, value: Any, old: Any) -> Any:
         """One channel entry; a list reuses the encodings of ``old``'s items it still starts with."""

@@ -65,6 +65,8 @@ class Reads:
     manifests: dict[str, Manifest] = field(default_factory=dict)
     writes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     early: dict[tuple[str, str], asyncio.Task[list[W.Entry]]] = field(default_factory=dict)
+    raw: dict[str, bytes] = field(default_factory=dict)
+    """Decoded base64 of the values seen so far (``SerdeCodec.raw``)."""
     """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
 
     def start_writes(self, store: ObjectStore, at: str, lg_id: str) -> None:
@@ -270,6 +272,7 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
     async def tuples(self, selected: Sequence[Selected], reads: Reads) -> list[CheckpointTuple]:
         """Tuples of listed checkpoints, in the given order: per archive thread, the states are built
         in one walk while the pending writes are read alongside."""
+        codec = SerdeCodec(self.serde, reads.raw)
         by_at: dict[str, list[CheckpointInfo]] = {}
         for at, info in selected:
             by_at.setdefault(at, []).append(info)
@@ -295,11 +298,12 @@ class ArchiveSaver(BaseCheckpointSaver[Any]):
             states, entries = done[at]
             state = states.get(info.checkpoint_id)
             if state is not None:
-                out.append(self._tuple(at, info, state, entries[lg_ids(info)[0]]))
+                out.append(self._tuple(at, info, state, entries[lg_ids(info)[0]], codec))
         return out
 
-    def _tuple(self, at: str, info: CheckpointInfo, state: dict[str, Any], entries: list[W.Entry]) -> CheckpointTuple:
-        codec = self.codec
+    def _tuple(
+        self, at: str, info: CheckpointInfo, state: dict[str, Any], entries: list[W.Entry], codec: SerdeCodec
+    ) -> CheckpointTuple:
         thread_id, ns = split_thread(at)
         lg_id, lg_parent = lg_ids(info)
         return CheckpointTuple(
