@@ -7,6 +7,7 @@ the server rather than assumed.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -292,12 +293,18 @@ class RoundTrips:
     A request's depth is 1 + the deepest request that had *completed* before it
     started; requests issued together share a depth. ``depth`` is the number of
     sequential round trips since ``reset()``.
+
+    On loopback some requests answer much faster than others, so two independent
+    chains of requests can interleave and the count overstate the depth; ``latency``
+    (seconds, added before every request) makes every round trip cost about the
+    same, as on a real object store, for assertions that must not depend on timing.
     """
 
     _METHODS = ("_cat_file", "_pipe_file", "_ls", "_rm", "_find", "_info", "_rm_file")
 
-    def __init__(self, fs: Any) -> None:
+    def __init__(self, fs: Any, latency: float = 0.0) -> None:
         self.depth = 0
+        self.latency = latency
         self.calls: list[tuple[str, str, int]] = []
         self._completed = 0
         for name in self._METHODS:
@@ -313,6 +320,8 @@ class RoundTrips:
             depth = self._completed + 1
             self.calls.append((name, str(args[0]) if args else "", depth))
             try:
+                if self.latency:
+                    await asyncio.sleep(self.latency)
                 return await fn(*args, **kwargs)
             finally:
                 self._completed = max(self._completed, depth)

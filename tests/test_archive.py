@@ -50,7 +50,7 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
     assert s3_server.total() <= 5 * 3 + 3, s3_server.log
 
     reader = ca.open_archive(s3_url, storage_options=opts)
-    trips = RoundTrips(reader.store.fs)
+    trips = RoundTrips(reader.store.fs, latency=0.05)
     s3_server.reset_counts()
     latest = reader.load("t")
     assert latest is not None and latest.step == 30 and len(latest.state["messages"]) == 31
@@ -257,7 +257,7 @@ def test_first_save_of_a_thread_lists_nothing(s3_server: S3Server, s3_url: str) 
     archive.save(ca.Checkpoint.new("first", {"a": 1}))  # also creates the archive marker
     assert s3_server.requests["LIST"] == 0 and s3_server.total() <= 8, s3_server.log
     s3_server.reset_counts()
-    trips = RoundTrips(archive.store.fs)
+    trips = RoundTrips(archive.store.fs, latency=0.1)
     archive.save(ca.Checkpoint.new("second", {"a": 1}))  # a new thread of a known archive
     assert s3_server.requests["LIST"] == 0 and s3_server.total() <= 6, s3_server.log
     assert trips.depth <= 4, trips.calls
