@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...model import CheckpointInfo
 from . import writes as W
+from .reading import lg_ids
 
 if TYPE_CHECKING:
     from .saver import ArchiveSaver
@@ -48,8 +49,6 @@ def _has_value(entry: Any) -> bool:
 
 def _ancestors(index: dict[str, CheckpointInfo], cursor: str | None) -> list[CheckpointInfo]:
     """The parent chain from the manifest records alone (LangGraph parent ids are in their metadata)."""
-    from .saver import lg_ids
-
     out: list[CheckpointInfo] = []
     seen: set[str] = set()
     while cursor is not None and cursor not in seen:
@@ -90,8 +89,6 @@ def _step(
 async def collect_history(
     saver: ArchiveSaver, at: str, index: dict[str, CheckpointInfo], target: str | None, channels: list[str]
 ) -> dict[str, History]:
-    from .saver import lg_ids
-
     result = {ch: History() for ch in channels}
     remaining = set(channels)
     newest_first: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}

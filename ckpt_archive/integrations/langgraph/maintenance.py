@@ -18,6 +18,7 @@ from ...model import Checkpoint, CheckpointInfo, uuid7
 from . import writes as W
 from .encoding import SerdeCodec, archive_thread, split_thread
 from .history import _has_value, collect_history
+from .reading import by_lg_id, lg_ids
 
 if TYPE_CHECKING:
     from .saver import ArchiveSaver
@@ -52,8 +53,6 @@ class Maintenance:
         return {ch: h.to_json() for ch, h in history.items() if h.seed is not None or h.writes}
 
     async def _remove(self, at: str, infos: list[CheckpointInfo], removed: list[CheckpointInfo]) -> None:
-        from .saver import by_lg_id, lg_ids
-
         gone = {i.checkpoint_id for i in removed}
         keep = [i for i in infos if i.checkpoint_id not in gone]
         if not keep:
@@ -88,8 +87,6 @@ class Maintenance:
                 await self._remove(at, infos, removed)
 
     async def prune(self, thread_ids: Sequence[str], strategy: str) -> None:
-        from .saver import by_lg_id
-
         if strategy not in STRATEGIES:
             raise UnknownPruneStrategy(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
         for thread_id in thread_ids:
@@ -105,8 +102,6 @@ class Maintenance:
                 await self._remove(at, infos, [i for i in infos if i.checkpoint_id != latest.checkpoint_id])
 
     async def copy_thread(self, source: str, target: str) -> None:
-        from .saver import lg_ids
-
         for at in await self.saver.thread_ids(source):
             dst = archive_thread(target, split_thread(at)[1])
             existing = await self.saver.archive.alist(dst)

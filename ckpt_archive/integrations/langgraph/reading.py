@@ -1,0 +1,271 @@
+"""The read side of ``ArchiveSaver``: states, listings and tuples, read with as few round trips as it can.
+
+A ``get_tuple`` or ``list`` call carries a ``Reads``: each archive thread's manifest is read once, the
+states of the checkpoints it returns are built in one walk (``archive.batch``), and their pending
+writes come from one recursive LIST per thread (or, for a single checkpoint, are read while the
+manifest is). States are immutable per archive checkpoint id, so caching them is always safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from ...archive import ArchiveCheckpointer
+from ...archive.batch import contents, head_guess, listing, warm_head
+from ...archive.manifest import Manifest
+from ...archive.store import ObjectStore
+from ...errors import InvalidIdentifier
+from ...model import CheckpointInfo
+from . import writes as W
+from .encoding import LG_KEY, SerdeCodec, archive_thread, restore_checkpoint, restore_metadata, split_thread
+
+Selected = tuple[str, CheckpointInfo]
+
+
+@dataclass
+class Reads:
+    """What one ``get_tuple``/``list`` call has read so far, so that it is read once: each archive
+    thread's manifest, and (``INDEX_FROM`` checkpoints of a thread on) the index of its writes."""
+
+    manifests: dict[str, Manifest] = field(default_factory=dict)
+    writes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    early: dict[tuple[str, str], asyncio.Task[list[W.Entry]]] = field(default_factory=dict)
+    raw: dict[str, bytes] = field(default_factory=dict)
+    """Decoded base64 of the values seen so far (``SerdeCodec.raw``)."""
+    """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
+
+    def start_writes(self, store: ObjectStore, at: str, lg_id: str) -> None:
+        self.early[(at, lg_id)] = asyncio.ensure_future(W.read_entries(store, at, lg_id))
+
+    def cancel(self) -> None:
+        """Drop the early reads nobody used (a wrong guess); their errors were about nothing asked for."""
+        for task in self.early.values():
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved, so asyncio does not log it
+            task.cancel()
+
+
+def target(config: RunnableConfig | None) -> tuple[str, str, dict[str, Any]]:
+    """``(thread_id, checkpoint_ns, configurable)`` of a config, with a typed error when it names no thread."""
+    conf = (config or {}).get("configurable") or {}
+    if conf.get("thread_id") in (None, ""):
+        raise InvalidIdentifier("config['configurable']['thread_id'] is required by ArchiveSaver")
+    return str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""), conf
+
+
+def lg_ids(info: CheckpointInfo) -> tuple[str, str | None]:
+    meta = info.metadata.get(LG_KEY) or {}
+    return str(meta.get("id", info.checkpoint_id)), meta.get("parent")
+
+
+def by_lg_id(infos: Sequence[CheckpointInfo]) -> dict[str, CheckpointInfo]:
+    """LangGraph id -> its record (a later put of the same id replaces the earlier one)."""
+    return {lg_ids(i)[0]: i for i in infos}
+
+
+_WINDOWS = (8, 64)
+"""Listed checkpoints built together: a small first window (a caller may stop early), then larger ones."""
+INDEX_FROM = 3
+"""From this many checkpoints of one archive thread in a call, its write objects are found with one
+recursive LIST for the whole call instead of one LIST per checkpoint."""
+
+
+def windows(selected: list[Selected]) -> Iterator[list[Selected]]:
+    start, size = 0, _WINDOWS[0]
+    while start < len(selected):
+        yield selected[start : start + size]
+        start, size = start + size, _WINDOWS[1]
+
+
+class SaverReads:
+    """Mixin of ``ArchiveSaver`` (which sets these attributes)."""
+
+    archive: ArchiveCheckpointer
+    store: ObjectStore
+    serde: SerializerProtocol
+    _states: OrderedDict[str, dict[str, Any]]
+    _state_cache: int
+    _known: dict[str, dict[str, tuple[str, int]]]
+
+    @property
+    def codec(self) -> SerdeCodec:
+        return SerdeCodec(self.serde)
+
+    # -- states (immutable per archive checkpoint id, so caching them is always safe) -------------
+    def remember(self, checkpoint_id: str, state: dict[str, Any]) -> None:
+        self._states[checkpoint_id] = state
+        self._states.move_to_end(checkpoint_id)
+        while len(self._states) > self._state_cache:
+            self._states.popitem(last=False)
+
+    def forget(self, at: str, checkpoint_ids: Sequence[str]) -> None:
+        """Drop what this saver remembers of an archive thread that is being rewritten or deleted."""
+        self._known.pop(at, None)
+        for cid in checkpoint_ids:
+            self._states.pop(cid, None)
+
+    async def state(self, checkpoint_id: str, at: str | None = None) -> dict[str, Any] | None:
+        """The archive state of a checkpoint (of archive thread ``at`` when known: no index read)."""
+        cached = self._states.get(checkpoint_id)
+        if cached is not None:
+            return cached
+        if at is not None:
+            return (await self.states(at, [checkpoint_id])).get(checkpoint_id)
+        ckpt = await self.archive.aload_by_id(checkpoint_id)
+        if ckpt is None:
+            return None
+        self.remember(checkpoint_id, ckpt.state)
+        return ckpt.state
+
+    async def infos(self, at: str, reads: Reads) -> list[CheckpointInfo]:
+        """An archive thread's listing; its manifest is kept in ``reads`` for the states read next."""
+        m, infos = await listing(self.archive, at)
+        reads.manifests[at] = m
+        return infos
+
+    async def states(
+        self, at: str, checkpoint_ids: Sequence[str], m: Manifest | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """States of several checkpoints of one archive thread, built in one walk (``archive.batch``).
+
+        States are shared with the archive's cache and never mutated: ``build_state`` makes new
+        dicts and ``restore_checkpoint`` copies what it hands to LangGraph."""
+        out = {c: self._states[c] for c in checkpoint_ids if c in self._states}
+        missing = [c for c in checkpoint_ids if c not in out]
+        if missing:
+            for cid, (state, _) in (await contents(self.archive, at, missing, m)).items():
+                self.remember(cid, state)
+                out[cid] = state
+        return out
+
+    async def thread_ids(self, thread_id: str | None = None) -> list[str]:
+        """Archive threads (all, or every namespace of one LangGraph thread)."""
+        names = await self.archive.athreads()
+        if thread_id is None:
+            return names
+        return [n for n in names if split_thread(n)[0] == thread_id]
+
+    async def tuples(self, selected: Sequence[Selected], reads: Reads) -> list[CheckpointTuple]:
+        """Tuples of listed checkpoints, in the given order: per archive thread, the states are built
+        in one walk while the pending writes are read alongside."""
+        codec = SerdeCodec(self.serde, reads.raw)
+        by_at: dict[str, list[CheckpointInfo]] = {}
+        for at, info in selected:
+            by_at.setdefault(at, []).append(info)
+
+        async def writes_of(at: str, lg: list[str]) -> dict[str, list[W.Entry]]:
+            early = reads.early.pop((at, lg[0]), None) if len(lg) == 1 else None
+            if early is not None:
+                return {lg[0]: await early}
+            if at not in reads.writes and len(lg) >= INDEX_FROM:
+                reads.writes[at] = await W.index_thread(self.store, at)
+            return await W.read_many(self.store, at, lg, reads.writes.get(at))
+
+        async def one(at: str, infos: list[CheckpointInfo]) -> tuple[dict[str, Any], dict[str, list[W.Entry]]]:
+            states, entries = await asyncio.gather(
+                self.states(at, [i.checkpoint_id for i in infos], reads.manifests.get(at)),
+                writes_of(at, sorted({lg_ids(i)[0] for i in infos})),
+            )
+            return states, entries
+
+        done = dict(zip(by_at, await asyncio.gather(*(one(at, infos) for at, infos in by_at.items())), strict=True))
+        out: list[CheckpointTuple] = []
+        for at, info in selected:
+            states, entries = done[at]
+            state = states.get(info.checkpoint_id)
+            if state is not None:
+                out.append(self._tuple(at, info, state, entries[lg_ids(info)[0]], codec))
+        return out
+
+    def _tuple(
+        self, at: str, info: CheckpointInfo, state: dict[str, Any], entries: list[W.Entry], codec: SerdeCodec
+    ) -> CheckpointTuple:
+        thread_id, ns = split_thread(at)
+        lg_id, lg_parent = lg_ids(info)
+        return CheckpointTuple(
+            config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": lg_id}},
+            checkpoint=restore_checkpoint(codec, state),  # type: ignore[arg-type]
+            metadata=restore_metadata(codec, info.metadata, state),  # type: ignore[arg-type]
+            parent_config=(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": lg_parent}}
+                if lg_parent
+                else None
+            ),
+            pending_writes=W.decode(codec, entries),
+        )
+
+    async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """One checkpoint, in three sequential round trips on an object store: the pending writes of
+        the wanted checkpoint (or of the head the hint names) are read while the manifest is."""
+        at = archive_thread(*target(config)[:2])
+        reads = Reads()
+        wanted = get_checkpoint_id(config)
+        try:
+            hint = None
+            if wanted:
+                reads.start_writes(self.store, at, wanted)
+            else:
+                head, hint = await head_guess(self.archive, at)
+                if head is not None:
+                    reads.start_writes(self.store, at, lg_ids(head)[0])
+            if hint is not None:
+                (m, infos), _ = await asyncio.gather(listing(self.archive, at, hint), warm_head(self.archive, at, hint))
+            else:
+                m, infos = await listing(self.archive, at)
+            reads.manifests[at] = m
+            index = by_lg_id(infos)
+            info = index.get(wanted) if wanted else (index[max(index)] if index else None)
+            if info is None:
+                return None
+            found = await self.tuples([(at, info)], reads)
+            return found[0] if found else None
+        finally:
+            reads.cancel()
+
+    async def _select(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+        reads: Reads,
+    ) -> list[Selected]:
+        conf = (config or {}).get("configurable", {})
+        thread_id = conf.get("thread_id")
+        ns = conf.get("checkpoint_ns")
+        if thread_id is not None and ns is not None:
+            ats = [archive_thread(str(thread_id), ns)]
+        else:
+            ats = await self.thread_ids(None if thread_id is None else str(thread_id))
+        wanted = conf.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        out: list[Selected] = []
+        for at in ats:
+            index = by_lg_id(await self.infos(at, reads))
+            for lg_id in sorted(index, reverse=True):
+                if limit is not None and len(out) >= limit:
+                    return out
+                info = index[lg_id]
+                if (wanted and lg_id != wanted) or (before_id and lg_id >= before_id):
+                    continue
+                if filter and not await self._matches(info, filter):
+                    continue
+                out.append((at, info))
+        return out
+
+    async def _matches(self, info: CheckpointInfo, filter: dict[str, Any]) -> bool:
+        meta = info.metadata
+        if all(k in meta and meta[k] == v for k, v in filter.items()):
+            return True
+        if not (meta.get(LG_KEY) or {}).get("typed"):
+            return False
+        full = restore_metadata(self.codec, meta, await self.state(info.checkpoint_id))
+        return all(full.get(k) == v for k, v in filter.items())
