@@ -10,6 +10,7 @@ is still checked against the digests its record carries, exactly as in a single 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 from collections.abc import Iterable
@@ -68,6 +69,29 @@ async def head_guess(cp: ArchiveCheckpointer, thread_id: str) -> tuple[Checkpoin
     hint = await cp._rooted(cp._read_hint(thread_id))
     chain = (hint or {}).get("chain") or []
     return (record_info(thread_id, chain[-1]) if chain else None), hint
+
+
+def cached_head(cp: ArchiveCheckpointer, thread_id: str) -> CheckpointInfo | None:
+    """The head of the manifest this instance holds (no request; it may be behind: a save against
+    it then fails with ``CheckpointConflict`` rather than committing on a stale view)."""
+    m = cp._manifests.get(thread_id)
+    rec = m.records.get(m.head) if m is not None and m.head else None
+    return None if rec is None else record_info(thread_id, rec)
+
+
+async def head_from_hint(
+    cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]
+) -> tuple[CheckpointInfo, Content] | None:
+    """The head the hint names and its content, when the hint is current (commit ``seq + 1`` is
+    absent: probed while the content is built); None when the log has moved on since."""
+    chain, inline = hint_chain(copy.deepcopy(hint))
+    if not chain:
+        return None
+    probe, content = await asyncio.gather(
+        cp.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
+        cp._materialize_content(thread_id, chain, inline),
+    )
+    return None if probe is not None else (record_info(thread_id, chain[-1]), content)
 
 
 async def warm_head(cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]) -> None:

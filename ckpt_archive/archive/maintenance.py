@@ -16,6 +16,7 @@ further down that chain then hang off the re-based checkpoint unchanged.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -40,8 +41,14 @@ Planner = Callable[[Manifest], Awaitable[Plan[T]]]
 
 
 async def commit_maintenance(cp: ArchiveCheckpointer, thread_id: str, plan: Planner[T], *, dry_run: bool = False) -> T:
-    """Plan against the current manifest, write payloads, commit; on a lost race re-read and re-plan."""
-    for _ in range(MAX_ATTEMPTS):
+    """Plan against the current manifest, write payloads, commit; on a lost race re-read and re-plan.
+
+    Between attempts it backs off (full jitter, 5 ms doubling up to 0.5 s), so a writer saving in a
+    tight loop cannot win every race for as long as the attempts last.
+    """
+    for attempt in range(MAX_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
         async with cp._lock(thread_id):
             m = await cp._manifest(thread_id)
             actions, writes, result = await plan(m)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import CheckpointError
 from ...model import Checkpoint, CheckpointInfo, uuid7
 from . import writes as W
-from .encoding import SerdeCodec, archive_thread, split_thread
+from .encoding import LG_KEY, SerdeCodec, archive_thread, split_thread
 from .history import _has_value, collect_history
 from .reading import by_lg_id, lg_ids
 
@@ -123,9 +123,14 @@ class Maintenance:
                 checkpoint_id=uuid7(),
                 step=step,
                 state=state,
-                metadata=info.metadata,
+                metadata={**info.metadata, LG_KEY: _not_top(info.metadata.get(LG_KEY))},
                 created_at=info.created_at,
             )
             await self.saver.archive.asave(record)
             self.saver.remember(record.checkpoint_id, state)
             step += 1
+
+
+def _not_top(lg: Any) -> Any:
+    """A copy appended after other checkpoints cannot claim to hold the thread's greatest id."""
+    return {k: v for k, v in lg.items() if k != "top"} if isinstance(lg, dict) else lg

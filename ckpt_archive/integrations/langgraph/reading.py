@@ -19,7 +19,7 @@ from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...archive import ArchiveCheckpointer
-from ...archive.batch import contents, head_guess, listing, warm_head
+from ...archive.batch import contents, head_from_hint, head_guess, listing, warm_head
 from ...archive.manifest import Manifest
 from ...archive.store import ObjectStore
 from ...errors import InvalidIdentifier
@@ -64,6 +64,11 @@ def target(config: RunnableConfig | None) -> tuple[str, str, dict[str, Any]]:
 def lg_ids(info: CheckpointInfo) -> tuple[str, str | None]:
     meta = info.metadata.get(LG_KEY) or {}
     return str(meta.get("id", info.checkpoint_id)), meta.get("parent")
+
+
+def is_top(info: CheckpointInfo) -> bool:
+    """Committed as the greatest LangGraph id of its thread (``ArchiveSaver._put``)."""
+    return bool((info.metadata.get(LG_KEY) or {}).get("top"))
 
 
 def by_lg_id(infos: Sequence[CheckpointInfo]) -> dict[str, CheckpointInfo]:
@@ -216,6 +221,14 @@ class SaverReads:
                 head, hint = await head_guess(self.archive, at)
                 if head is not None:
                     reads.start_writes(self.store, at, lg_ids(head)[0])
+                if hint is not None and head is not None and is_top(head):
+                    # the hint's head is LangGraph's latest if no commit followed it: no manifest read
+                    fast = await head_from_hint(self.archive, at, hint)
+                    if fast is not None:
+                        top, (state, _) = fast
+                        self.remember(top.checkpoint_id, state)
+                        entries = await reads.early.pop((at, lg_ids(top)[0]))
+                        return self._tuple(at, top, state, entries, SerdeCodec(self.serde, reads.raw))
             if hint is not None:
                 (m, infos), _ = await asyncio.gather(listing(self.archive, at, hint), warm_head(self.archive, at, hint))
             else:

@@ -33,7 +33,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
-from ...errors import CheckpointNotFound, InvalidIdentifier
+from ...archive.batch import cached_head
+from ...errors import CheckpointConflict, CheckpointNotFound, InvalidIdentifier
 from ...model import Checkpoint, uuid7
 from . import writes as W
 from .encoding import (
@@ -44,7 +45,7 @@ from .encoding import (
 )
 from .history import History, collect_history
 from .maintenance import Maintenance
-from .reading import Reads, SaverReads, by_lg_id, target, windows
+from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
 
 
 class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
@@ -89,6 +90,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         checkpoint: LGCheckpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
+        attempt: int = 0,
     ) -> RunnableConfig:
         thread_id, ns, conf = target(config)
         lg_parent = conf.get("checkpoint_id")
@@ -110,21 +112,29 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent}
         if typed:
             lg["typed"] = True
+        # Appending to the head (the usual step) is saved as an append, which fails with a conflict
+        # if the thread moved on, so ``top`` -- "no checkpoint of the thread has a greater LangGraph
+        # id" -- is exact when committed; a fork never claims it (see reading.py, get_tuple).
+        head = cached_head(self.archive, at)
+        appending = head.checkpoint_id == parent_cid if head is not None else parent_cid is None
+        if appending and (head is None or (is_top(head) and checkpoint["id"] > lg_ids(head)[0])):
+            lg["top"] = True
         record = Checkpoint(
             thread_id=at,
             checkpoint_id=uuid7(),
-            parent_id=parent_cid,
+            parent_id=None if appending else parent_cid,
             step=step,
             state=state,
             metadata={**plain, LG_KEY: lg},
         )
         try:
             await self.archive.asave(record)
-        except CheckpointNotFound:
-            if parent_cid is None or lg_parent not in known:
+        except (CheckpointNotFound, CheckpointConflict):
+            if (parent_cid is None and not appending) or attempt >= 8:
                 raise
-            self._known.pop(at, None)  # the parent went away behind this saver's back: look again
-            return await self._put(config, checkpoint, metadata, new_versions)
+            self._known.pop(at, None)  # the thread changed behind this saver's back: look again
+            await self.archive.alist(at)
+            return await self._put(config, checkpoint, metadata, new_versions, attempt + 1)
         self.remember(record.checkpoint_id, state)
         self._known.setdefault(at, {})[checkpoint["id"]] = (record.checkpoint_id, step)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
