@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_peers import RESULTS, fresh_process, in_process_reads, median_of, target
+from bench_peers import RESULTS, median_of, read_out, target
 from peers import open_store
 from report import ms
 
@@ -55,16 +55,7 @@ def run_w2(store: str, kind: str, turns: int, g: Any) -> dict[str, Any]:
         if server:
             r["req_run"], r["list_run"] = server.total(), server.requests["LIST"]
         r["final"] = g.summary(graph.get_state({"configurable": {"thread_id": "w2"}}).values)
-        r["bytes"] = s.nbytes()
-        s.gc()  # ours: superseded folded manifests and merged commit entries (a no-op for the peers)
-        r["bytes_gc"] = s.nbytes()
-        if store == "InMemorySaver":
-            reads = in_process_reads(s, "w2")
-        else:
-            s.close()
-            reads = fresh_process(store, url, opts, "w2", server)
-        r.update(reads)
-        r["checkpoints"] = reads["n_list"]
+        r["checkpoints"] = read_out(s, store, url, opts, "w2", server, r)["n_list"]
         return r
 
 

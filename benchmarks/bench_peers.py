@@ -116,6 +116,24 @@ def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(xs, q))
 
 
+def read_out(
+    s: Any, store: str, url: str, opts: dict[str, Any], thread: str, server: S3Server | None, r: dict[str, Any]
+) -> dict[str, Any]:
+    """After a workload: bytes as written and, for ours, after gc (superseded folded manifests and
+    merged commit entries) into ``r``; then the reads, in a fresh process (InMemorySaver in process)."""
+    r["bytes"] = s.nbytes()
+    if store in OURS and has_retention():
+        s.gc()
+        r["bytes_gc"] = s.nbytes()
+    if store == "InMemorySaver":
+        reads = in_process_reads(s, thread)
+    else:
+        s.close()
+        reads = fresh_process(store, url, opts, thread, server)
+    r.update(reads)
+    return reads
+
+
 def run_w1(store: str, kind: str, data: list[dict[str, Any]]) -> dict[str, Any]:
     with target(kind, "w1") as (url, opts, server):
         s = open_store(store, url, opts)
@@ -142,7 +160,6 @@ def run_w1(store: str, kind: str, data: list[dict[str, Any]]) -> dict[str, Any]:
             "last_p99": pct(last, 99),
             "first_mean": float(np.mean(first)),
             "last_mean": float(np.mean(last)),
-            "bytes": s.nbytes(),
         }
         if server:
             r["req_save"] = float(np.mean(reqs))
@@ -150,16 +167,8 @@ def run_w1(store: str, kind: str, data: list[dict[str, Any]]) -> dict[str, Any]:
             r["save_lists"] = lists
             r["req_save_first"], r["save_lists_first"] = r0
             r["req_save_max_after_first"] = max(reqs[1:])
-        if store in OURS and has_retention():
-            s.gc()  # superseded folded manifests and merged commit entries
-            r["bytes_gc"] = s.nbytes()
-        if store == "InMemorySaver":
-            reads = in_process_reads(s, "chat")
-        else:
-            s.close()
-            reads = fresh_process(store, url, opts, "chat", server)
+        reads = read_out(s, store, url, opts, "chat", server, r)
         assert reads["messages"] == len(data) and reads["n_list"] == len(data) and reads["n_list1"] == 1, reads
-        r.update(reads)
         return r
 
 

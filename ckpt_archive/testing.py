@@ -23,6 +23,31 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Faults:
+    """Injected faults, each answering up to ``count`` requests whose method matches (``"*"``: any)
+    and whose ``where`` contains its ``path``; shared by the S3 server and the HTTP proxy."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: list[dict[str, Any]] = []
+
+    def add(self, *, count: int, method: str, path: str, **reply: Any) -> None:
+        with self._lock:
+            self._faults.append({"left": count, "method": method, "path": path, **reply})
+
+    def left(self) -> int:
+        with self._lock:
+            return sum(f["left"] for f in self._faults)
+
+    def take(self, method: str, where: str) -> dict[str, Any] | None:
+        with self._lock:
+            for fault in self._faults:
+                if fault["left"] > 0 and fault["method"] in (method, "*") and fault["path"] in where:
+                    fault["left"] -= 1
+                    return fault
+        return None
+
+
 class S3Server:
     """moto S3 over HTTP on 127.0.0.1 with a request counter."""
 
@@ -34,7 +59,7 @@ class S3Server:
         self.requests: Counter[str] = Counter()
         self.log: list[tuple[str, str]] = []
         self._lock = threading.Lock()
-        self._faults: list[dict[str, Any]] = []
+        self._faults = Faults()
         self._server: Any = None
         self._thread: threading.Thread | None = None
 
@@ -53,29 +78,13 @@ class S3Server:
         ``after=True`` lets the request take effect first and only then replies with the
         error: a write whose reply was lost (the "timeout after send" ambiguity).
         """
-        with self._lock:
-            self._faults.append(
-                {
-                    "status": status,
-                    "code": code,
-                    "left": count,
-                    "method": method,
-                    "path": path,
-                    "after": after,
-                }
-            )
+        self._faults.add(status=status, code=code, count=count, method=method, path=path, after=after)
 
     def faults_left(self) -> int:
-        with self._lock:
-            return sum(f["left"] for f in self._faults)
+        return self._faults.left()
 
     def _fault_for(self, method: str, path: str) -> dict[str, Any] | None:
-        with self._lock:
-            for fault in self._faults:
-                if fault["left"] > 0 and fault["method"] == method and fault["path"] in path:
-                    fault["left"] -= 1
-                    return fault
-        return None
+        return self._faults.take(method, path)
 
     def _count(self, app: Callable[..., Iterable[bytes]]) -> Callable[..., Iterable[bytes]]:
         def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
@@ -343,8 +352,7 @@ class FaultProxy:
         self.upstream_port = upstream_port
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._faults: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
+        self._faults = Faults()
         self._server: Any = None
 
     def inject(
@@ -358,35 +366,19 @@ class FaultProxy:
         path: str = "",
         after: bool = False,
     ) -> None:
-        with self._lock:
-            self._faults.append(
-                {
-                    "status": status,
-                    "body": body,
-                    "headers": headers or {},
-                    "left": count,
-                    "method": method,
-                    "path": path,
-                    "after": after,
-                }
-            )
+        self._faults.add(
+            status=status, body=body, headers=headers or {}, count=count, method=method, path=path, after=after
+        )
 
     def faults_left(self) -> int:
-        with self._lock:
-            return sum(f["left"] for f in self._faults)
+        return self._faults.left()
 
     def _fault_for(self, method: str, path: str, body: bytes) -> dict[str, Any] | None:
         """The next fault for this request; ``path`` is matched in the URL or the body (GCS uploads
         name the object in a multipart body)."""
         from urllib.parse import unquote
 
-        where = unquote(path) + body[:4096].decode("utf-8", "replace")
-        with self._lock:
-            for fault in self._faults:
-                if fault["left"] > 0 and fault["method"] in (method, "*") and fault["path"] in where:
-                    fault["left"] -= 1
-                    return fault
-        return None
+        return self._faults.take(method, unquote(path) + body[:4096].decode("utf-8", "replace"))
 
     def start(self) -> FaultProxy:
         import http.client

@@ -14,6 +14,7 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive import codec
+from ckpt_archive._sync import run_sync
 from ckpt_archive.archive import layout
 from ckpt_archive.archive.manifest import seal
 from ckpt_archive.testing import RoundTrips, S3Server
@@ -248,6 +249,16 @@ def test_gc_keeps_commit_one_so_a_lost_hint_after_gc_is_still_recovered(tmp_path
     assert fresh.load("t").checkpoint_id == saved[-1].checkpoint_id  # type: ignore[union-attr]
     grow(fresh, "t", range(13, 14), messages)  # appends after the real head: no fork at commit 1
     assert [i.step for i in ca.open_archive(url).list("t")] == list(range(14))
+
+
+def test_listing_an_empty_folder_is_one_request_on_s3(s3_server: S3Server, s3_url: str) -> None:
+    """s3fs's own ``ls`` lists the parent again when a folder is empty; the store must not."""
+    archive = ca.open_archive(s3_url, storage_options=s3_server.storage_options())
+    archive.save(ca.Checkpoint.new("t", {"a": 1}))  # the parent folder is not empty
+    s3_server.reset_counts()
+    assert run_sync(archive.store.list_dir("thread_id=t/nothing-here")) == []
+    assert s3_server.requests["LIST"] == 1 and s3_server.total() == 1, s3_server.log
+    assert "_log" in run_sync(archive.store.list_dir("thread_id=t"))
 
 
 def test_first_save_of_a_thread_lists_nothing(s3_server: S3Server, s3_url: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from ..errors import CheckpointError
 from ..model import CheckpointInfo
 from . import layout
 from .content import Content, state_key
-from .manifest import Manifest, hint_chain, record_info
+from .manifest import Manifest, Record, hint_chain, record_info, ref_keys
 from .objects import SegmentReader
 
 if TYPE_CHECKING:
@@ -44,11 +43,7 @@ def needed_keys(cp: ArchiveCheckpointer, m: Manifest, wanted: list[str]) -> list
         for rec in reversed(m.chain(cid)):
             if rec["id"] in building or cp._states.get(state_key(rec)) is not None:
                 break
-            ref = rec["ref"]
-            if ref["type"] in ("snapshot", "segment"):
-                keys.add(ref["key"])
-            if ref["type"] == "snapshot":
-                keys.update(p["key"] for p in ref.get("pages", []))
+            keys.update(ref_keys(rec))
         building.add(cid)
     return sorted(keys)
 
@@ -81,36 +76,36 @@ def cached_head(cp: ArchiveCheckpointer, thread_id: str) -> CheckpointInfo | Non
 
 async def head_from_hint(
     cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]
-) -> tuple[CheckpointInfo, Content] | None:
+) -> tuple[Record, Content] | None:
     """The head the hint names and its content, when the hint is current (commit ``seq + 1`` is
     absent: probed while the content is built); None when the log has moved on since."""
-    chain, inline = hint_chain(copy.deepcopy(hint))
+    chain, inline = hint_chain(hint)
     if not chain:
         return None
     probe, content = await asyncio.gather(
         cp.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
         cp._materialize_content(thread_id, chain, inline),
     )
-    return None if probe is not None else (record_info(thread_id, chain[-1]), content)
+    return None if probe is not None else (chain[-1], content)
 
 
 async def warm_head(cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]) -> None:
     """Build the head's content from the hint's chain into the state cache (keyed by record version),
     so that ``contents`` of that head then reads nothing. Run it alongside ``listing``; a failure here
     is left for the confirmed read to report."""
-    chain, inline = hint_chain(copy.deepcopy(hint))
+    chain, inline = hint_chain(hint)
     if chain:
         with contextlib.suppress(CheckpointError):
             await cp._materialize_content(thread_id, chain, inline)
 
 
 async def listing(
-    cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any] | None = None
+    cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any] | None = None, *, hint_read: bool = False
 ) -> tuple[Manifest, list[CheckpointInfo]]:
     """The thread's up-to-date manifest and its listing (``alist``), to pass on to ``contents``;
-    ``hint`` is the head hint ``head_guess`` has just read (not read again)."""
+    ``hint`` is the head hint the caller has just read (``hint_read``: even if there was none)."""
     layout.thread_dir(thread_id)
-    m = await cp._rooted(cp._manifest(thread_id, hint=hint))
+    m = await cp._rooted(cp._manifest(thread_id, hint=hint, hint_read=hint_read))
     return m, [record_info(thread_id, rec) for rec in m.records.values()]
 
 

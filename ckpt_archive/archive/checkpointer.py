@@ -10,16 +10,15 @@ integrity and maintenance methods come from ``integrity_api`` and
 
 from __future__ import annotations
 
-import asyncio
-
 from ..model import Checkpoint
 from ..protocol import Ids, Infos
 from . import layout
+from .batch import head_from_hint
 from .content import state_key
 from .integrity_api import IntegrityMixin
 from .maintenance_api import MaintenanceMixin
-from .manifest import hint_chain, unseal
 from .manifest import record_info as _info
+from .manifest import unseal
 from .root import DEFAULT_GC_GRACE
 from .schema import id_entry_thread
 from .writer import ArchiveWriter
@@ -41,16 +40,12 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, ArchiveWriter):
         cached = self._manifests.get(thread_id)
         if cached is None:
             hint = await self._rooted(self._read_hint(thread_id))
-            if hint is not None and hint.get("chain"):
-                chain, inline = hint_chain(hint)
-                probe, content = await asyncio.gather(
-                    self.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
-                    self._materialize_content(thread_id, chain, inline),
-                )
-                if probe is None:
-                    self._hint_heads[thread_id] = chain[-1]["id"]  # the head this writer last read
-                    return self._checkpoint(thread_id, chain[-1], content)
-            m = await self._manifest(thread_id, hint=hint)
+            found = None if hint is None else await head_from_hint(self, thread_id, hint)
+            if found is not None:
+                rec, content = found
+                self._hint_heads[thread_id] = rec["id"]  # the head this writer last read
+                return self._checkpoint(thread_id, rec, content)
+            m = await self._manifest(thread_id, hint=hint, hint_read=True)
         else:
             await self._check_root()
             m = await self._manifest(thread_id)

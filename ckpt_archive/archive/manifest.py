@@ -314,12 +314,12 @@ class Manifest:
 
 
 def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
+    """The hint's chain as records and their inline ops (the hint itself is left as it is)."""
     chain, inline = [], {}
     for rec in doc.get("chain", []):
-        ops = rec.pop("ops", None)
-        if ops is not None:
-            inline[rec["id"]] = ops
-        chain.append(rec)
+        if "ops" in rec:
+            inline[rec["id"]] = rec["ops"]
+        chain.append({k: v for k, v in rec.items() if k != "ops"})
     return chain, inline
 
 

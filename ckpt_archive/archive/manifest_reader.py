@@ -33,6 +33,10 @@ class ManifestReader(ArchiveRoot):
             key = layout.log_key(m.thread_id, m.seq + 1)
             m.apply_entry(unseal(data, f"commit {m.seq + 1}", thread_id=m.thread_id, key=key))
 
+    @staticmethod
+    async def _no_hint() -> None:
+        return None
+
     async def _read_hint(self, thread_id: str) -> dict[str, Any] | None:
         data = await self.store.get_or_none(layout.head_key(thread_id))
         if data is None:
@@ -44,8 +48,13 @@ class ManifestReader(ArchiveRoot):
         except (CorruptManifest, UnsupportedFormatVersion):
             return None  # only a hint: fall back to the log itself
 
-    async def _manifest(self, thread_id: str, *, hint: dict[str, Any] | None = None) -> Manifest:
-        """The thread's manifest, up to date with every commit made so far."""
+    async def _manifest(
+        self, thread_id: str, *, hint: dict[str, Any] | None = None, hint_read: bool = False
+    ) -> Manifest:
+        """The thread's manifest, up to date with every commit made so far.
+
+        ``hint``: the head hint the caller has just read; ``hint_read``: it read it, even if there was
+        none (so it is not read twice)."""
         self._hint_heads.pop(thread_id, None)  # the caller now sees the newest head
         cached = self._manifests.get(thread_id)
         if cached is not None and not self._fresh(thread_id):
@@ -57,9 +66,8 @@ class ManifestReader(ArchiveRoot):
         else:
             # Commit 1 is never collected (FORMAT.md §6), so no hint and no commit 1 means a thread
             # nobody has committed to: no LIST of the log for the first save of every thread.
-            hint, first = await asyncio.gather(
-                self._read_hint(thread_id), self.store.get_or_none(layout.log_key(thread_id, 1))
-            )
+            read_hint = self._no_hint() if hint_read else self._read_hint(thread_id)
+            hint, first = await asyncio.gather(read_hint, self.store.get_or_none(layout.log_key(thread_id, 1)))
             m = Manifest(thread_id) if hint is None and first is None else await self._rebuild(thread_id, hint)
         self._manifests[thread_id] = m
         self._read_at[thread_id] = time.monotonic()

@@ -18,7 +18,7 @@ from ..model import Checkpoint, Protection, content_digest
 from . import crypto, pages
 from .batch import Prefetched
 from .content import Content, state_key
-from .manifest import Manifest, Record
+from .manifest import Manifest, Record, ref_keys
 from .manifest_reader import ManifestReader
 from .objects import SegmentReader, check_content, decode_snapshot_content, verify
 
@@ -53,9 +53,7 @@ class StateReader(ManifestReader):
                 start, (state, messages) = i + 1, cached
                 break
         todo = chain[start:]
-        page_refs = {p["digest"]: p for r in todo if r["ref"]["type"] == "snapshot" for p in r["ref"].get("pages", [])}
-        keys = sorted({r["ref"]["key"] for r in todo if r["ref"]["type"] in ("snapshot", "segment")})
-        keys += [p["key"] for p in page_refs.values()]
+        keys = sorted({key for rec in todo for key in ref_keys(rec)})
         pre = prefetched if prefetched is not None else Prefetched()
         missing = [k for k in keys if k not in pre.datas]
         datas = {k: pre.datas[k] for k in keys if k in pre.datas}

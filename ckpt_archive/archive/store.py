@@ -214,7 +214,12 @@ class ObjectStore:
             if self.kind == "object":
                 # adlfs ignores ``refresh`` (its flag is ``invalidate_cache``): drop the listing cache for all
                 self.fs.invalidate_cache(path)
-                entries = await self.fs._ls(path, detail=False, refresh=True)
+                if "s3" in _protocols(self.fs):
+                    # s3fs's ``_ls`` lists the parent again when a folder is empty (is it a file?):
+                    # a second, possibly long LIST for every empty folder. One LIST is enough here.
+                    entries = [e["name"] for e in await self.fs._lsdir(path, refresh=True)]
+                else:
+                    entries = await self.fs._ls(path, detail=False, refresh=True)
             else:
                 entries = await self._blocking(lambda: self.fs.ls(path, detail=False))
         except FileNotFoundError:

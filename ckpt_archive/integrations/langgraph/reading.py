@@ -20,7 +20,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...archive import ArchiveCheckpointer
 from ...archive.batch import contents, head_from_hint, head_guess, listing, warm_head
-from ...archive.manifest import Manifest
+from ...archive.manifest import Manifest, record_info
 from ...archive.store import ObjectStore
 from ...errors import InvalidIdentifier
 from ...model import CheckpointInfo
@@ -214,25 +214,27 @@ class SaverReads:
         reads = Reads()
         wanted = get_checkpoint_id(config)
         try:
-            hint = None
+            hint, hint_read = None, False
             if wanted:
                 reads.start_writes(self.store, at, wanted)
             else:
                 head, hint = await head_guess(self.archive, at)
+                hint_read = True  # or the manifest is cached, which makes the hint moot
                 if head is not None:
                     reads.start_writes(self.store, at, lg_ids(head)[0])
                 if hint is not None and head is not None and is_top(head):
                     # the hint's head is LangGraph's latest if no commit followed it: no manifest read
                     fast = await head_from_hint(self.archive, at, hint)
                     if fast is not None:
-                        top, (state, _) = fast
+                        rec, (state, _) = fast
+                        top = record_info(at, rec)
                         self.remember(top.checkpoint_id, state)
                         entries = await reads.early.pop((at, lg_ids(top)[0]))
                         return self._tuple(at, top, state, entries, SerdeCodec(self.serde, reads.raw))
             if hint is not None:
                 (m, infos), _ = await asyncio.gather(listing(self.archive, at, hint), warm_head(self.archive, at, hint))
             else:
-                m, infos = await listing(self.archive, at)
+                m, infos = await listing(self.archive, at, hint_read=hint_read)
             reads.manifests[at] = m
             index = by_lg_id(infos)
             info = index.get(wanted) if wanted else (index[max(index)] if index else None)

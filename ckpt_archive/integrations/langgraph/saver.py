@@ -132,8 +132,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         except (CheckpointNotFound, CheckpointConflict):
             if (parent_cid is None and not appending) or attempt >= 8:
                 raise
-            self._known.pop(at, None)  # the thread changed behind this saver's back: look again
-            await self.archive.alist(at)
+            self._known.pop(at, None)  # the thread changed behind this saver's back: the retry lists it
             return await self._put(config, checkpoint, metadata, new_versions, attempt + 1)
         self.remember(record.checkpoint_id, state)
         self._known.setdefault(at, {})[checkpoint["id"]] = (record.checkpoint_id, step)
