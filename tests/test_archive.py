@@ -329,3 +329,55 @@ def test_tampered_page_is_detected(tmp_path: Any) -> None:
     fs.pipe_file(page, codec.compress(raw))
     with pytest.raises(ca.DigestMismatch, match="page"):
         ca.open_archive(url).load("t")
+
+
+def test_delta_saves_write_the_hint_every_other_commit(s3_server: S3Server, s3_url: str) -> None:
+    """A plain delta save at an even seq skips the hint (2 requests, not 3); a fresh reader still loads
+    the newest checkpoint from the hint plus the one commit it trails by, without reading the manifest."""
+    opts = s3_server.storage_options()
+    writer = ca.open_archive(s3_url, storage_options=opts, full_snapshot_interval=10)
+    messages: list[Any] = []
+    saved = grow(writer, "t", range(22), messages)
+    costs = []
+    for step in range(22, 30):  # deltas only (snapshots at steps 0, 10, 20 and 30)
+        s3_server.reset_counts()
+        saved += grow(writer, "t", range(step, step + 1), messages)
+        costs.append(s3_server.total())
+        assert s3_server.requests["LIST"] == 0
+    assert sorted(costs) == [2] * 4 + [3] * 4, costs  # commit + id entry, and the hint every other save
+    hint = codec.loads(fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"))
+    assert hint["seq"] == 29 and writer._manifests["t"].seq == 30  # the hint trails by one delta
+    reader = ca.open_archive(s3_url, storage_options=opts)
+    trips = RoundTrips(reader.store.fs, latency=0.05)
+    s3_server.reset_counts()
+    latest = reader.load("t")
+    assert latest is not None and latest.checkpoint_id == saved[-1].checkpoint_id
+    assert latest.state == saved[-1].state and trips.depth <= 2, trips.calls
+    assert not any("manifest" in p or "_parts" in p for _, p in s3_server.log), s3_server.log
+    grow(reader, "t", range(30, 31), messages)  # and it can append after the head it read
+    assert [i.step for i in ca.open_archive(s3_url, storage_options=opts).list("t")] == list(range(31))
+
+
+def test_a_trailing_hint_followed_by_a_fork_or_an_edit_reads_the_manifest(tmp_path: Any) -> None:
+    """Only a delta appended to the hint's head is taken from the commit after the hint; a fork (a
+    delta whose parent is another checkpoint) or a maintenance commit there sends the reader to the
+    manifest, which has the real head and metadata."""
+    url = str(tmp_path / "a")
+    fs = fsspec.filesystem("file")
+    archive = ca.open_archive(url, full_snapshot_interval=10)
+    messages: list[Any] = []
+    saved = grow(archive, "t", range(3), messages)  # seq 3: hint written
+    assert codec.loads(fs.cat_file(f"{url}/{layout.head_key('t')}"))["seq"] == 3
+    fork = ca.Checkpoint.new("t", {"forked": True}, step=9, parent_id=saved[0].checkpoint_id)
+    archive.save(fork)  # seq 4, a delta: the hint is not rewritten
+    assert codec.loads(fs.cat_file(f"{url}/{layout.head_key('t')}"))["seq"] == 3
+    loaded = ca.open_archive(url).load("t")
+    assert loaded is not None and loaded.checkpoint_id == fork.checkpoint_id and loaded.state == {"forked": True}
+
+    head = grow(archive, "t", range(10, 11), messages)[-1]  # seq 5: a delta appended to the head (the fork)
+    old_hint = fs.cat_file(f"{url}/{layout.head_key('t')}")
+    archive.pin(head.checkpoint_id)  # seq 6: a maintenance commit, then the hint is put back one commit late
+    fs.pipe_file(f"{url}/{layout.head_key('t')}", old_hint)
+    loaded = ca.open_archive(url).load("t")
+    assert loaded is not None and loaded.checkpoint_id == head.checkpoint_id
+    assert loaded.metadata.get(ca.retention.PINNED_KEY) is True

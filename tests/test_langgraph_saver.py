@@ -147,7 +147,7 @@ def test_unchanged_channels_and_appended_lists_are_stored_once() -> None:
 def test_get_tuple_and_list_cost_constant_requests(s3_server: S3Server) -> None:
     """Latest get_tuple / list(limit=2) on a cold saver: the same request count at 6 and 21 checkpoints."""
     costs = {}
-    for n in (6, 21):  # same position relative to the last snapshot (interval 5)
+    for n in (6, 21, 8):  # 6, 21: same position relative to the last snapshot (interval 5); 8: the hint trails
         url = s3_server.make_bucket(f"lg-economy-{n}") + "/a"
         opts = s3_server.storage_options()
         _grow(ArchiveSaver.from_url(url, opts, full_snapshot_interval=5), "t", n)
@@ -164,9 +164,11 @@ def test_get_tuple_and_list_cost_constant_requests(s3_server: S3Server) -> None:
         s3_server.reset_counts()
         warm.get_tuple(_config("t"))
         costs[(n, "warm")] = s3_server.total()
-    assert costs[(6, "get")] == costs[(21, "get")] <= 5, costs  # the hint's head, no manifest read
-    assert costs[(6, "list")] == costs[(21, "list")] <= 15, costs
-    assert costs[(6, "warm")] == costs[(21, "warm")] <= 3, costs
+    # the hint's head, no manifest read; when the hint trails the log by one put (HINT_LAG), the writes
+    # read on the hint's head is wasted and the appended head's writes are read instead
+    assert costs[(6, "get")] == costs[(21, "get")] <= 6 and costs[(8, "get")] <= 7, costs
+    assert costs[(6, "list")] == costs[(21, "list")] <= 16, costs
+    assert costs[(6, "warm")] == costs[(21, "warm")] <= 4 and costs[(8, "warm")] <= 5, costs
 
 
 def test_cold_get_tuple_is_three_round_trips_and_list_reads_each_object_once(s3_server: S3Server) -> None:

@@ -32,7 +32,10 @@ def test_folds_stay_bounded_and_everything_reloads(tmp_path: Path) -> None:
     assert len(sizes) > 25
     assert max(sizes[-10:]) < 2 * max(sizes[2:6])  # not growing with the thread
     m = run_sync(fresh(archive)._manifest("long"))
-    assert len(m.parts) >= 10 and len(m.sealed) >= 80
+    assert len(m.sealed) >= 80 and sum(p["count"] for p in m.parts) == len(m.sealed)
+    levels = [p["level"] for p in m.parts]
+    assert max(levels) >= 1 and levels == sorted(levels, reverse=True)  # merged: few parts, big first
+    assert all(levels.count(lv) < parts.FANOUT for lv in set(levels))
     assert assert_loads(archive, saved, "long") == {c.checkpoint_id for c in saved}
     assert [c.state for c in fresh(archive).history("long")] == [c.state for c in saved]
 
@@ -67,3 +70,21 @@ def test_overrides_removals_and_reseal_across_parts(tmp_path: Path) -> None:
     left = {f"thread_id=t/_parts/{n}" for n in os.listdir(tmp_path / "a" / "thread_id=t" / "_parts")}
     assert left == {p["key"] for p in in_use} and not left & old_parts
     assert assert_loads(archive, saved, "t") == set(expected)
+
+
+def test_merged_parts_drop_removed_records_and_take_overrides(tmp_path: Path) -> None:
+    """Removals and edits of sealed records, then enough saves to merge their parts: the merged part
+    holds the current records only, and a fresh reader sees exactly what the writer sees."""
+    archive = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=4)
+    saved = chat(archive, "t", 30)
+    gone = [saved[2].checkpoint_id, saved[9].checkpoint_id]
+    archive.remove("t", gone)
+    archive.pin(saved[5].checkpoint_id)
+    saved += chat(archive, "t", 80, start=30)
+    m = run_sync(fresh(archive)._manifest("t"))
+    assert any(p["level"] >= 1 for p in m.parts)
+    assert not set(gone) & (m.sealed | set(m.records)) and not m.dirty & {saved[5].checkpoint_id}
+    assert m.records[saved[5].checkpoint_id]["metadata"][ca.retention.PINNED_KEY] is True
+    assert list(m.records) == list(archive._manifests["t"].records)
+    kept = [c for c in saved if c.checkpoint_id not in gone]
+    assert [c.state for c in fresh(archive).history("t")] == [c.state for c in kept]

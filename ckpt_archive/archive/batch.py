@@ -20,7 +20,7 @@ from ..errors import CheckpointError
 from ..model import CheckpointInfo
 from . import layout
 from .content import Content, state_key
-from .manifest import Manifest, Record, hint_chain, record_info, ref_keys
+from .manifest import HINT_LAG, Manifest, Record, appended, hint_chain, record_info, ref_keys, unseal
 from .objects import SegmentReader
 
 if TYPE_CHECKING:
@@ -77,16 +77,25 @@ def cached_head(cp: ArchiveCheckpointer, thread_id: str) -> CheckpointInfo | Non
 async def head_from_hint(
     cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]
 ) -> tuple[Record, Content] | None:
-    """The head the hint names and its content, when the hint is current (commit ``seq + 1`` is
-    absent: probed while the content is built); None when the log has moved on since."""
+    """The thread's head and its content from the hint, when the hint is current or trails the log by
+    one appended delta (the commits after it are probed while the hint's chain is built, see
+    ``HINT_LAG``); None when the log has moved on otherwise."""
     chain, inline = hint_chain(hint)
     if not chain:
         return None
-    probe, content = await asyncio.gather(
-        cp.store.get_or_none(layout.log_key(thread_id, int(hint["seq"]) + 1)),
-        cp._materialize_content(thread_id, chain, inline),
-    )
-    return None if probe is not None else (chain[-1], content)
+    seq = int(hint["seq"])
+    keys = [layout.log_key(thread_id, seq + 1 + i) for i in range(HINT_LAG + 1)]
+    probes, content = await asyncio.gather(cp.store.get_many(keys), cp._materialize_content(thread_id, chain, inline))
+    if probes[0] is None:
+        return chain[-1], content
+    if probes[-1] is not None:
+        return None
+    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=keys[0])
+    found = appended(doc, thread_id, seq + 1, chain[-1]["id"])
+    if found is None:
+        return None
+    rec, ops = found  # built on the cached content of its parent: no further read
+    return rec, await cp._materialize_content(thread_id, [*chain, rec], {**inline, rec["id"]: ops})
 
 
 async def warm_head(cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]) -> None:

@@ -92,6 +92,7 @@ class Manifest:
     parts: list[dict[str, Any]] = field(default_factory=list)
     sealed: set[str] = field(default_factory=set)
     dirty: set[str] = field(default_factory=set)
+    part_ids: list[list[str]] = field(default_factory=list)  # ids each part holds (parallel to ``parts``)
 
     def copy(self) -> Manifest:
         return Manifest(
@@ -104,6 +105,7 @@ class Manifest:
             list(self.parts),
             set(self.sealed),
             set(self.dirty),
+            list(self.part_ids),
         )
 
     def _touch(self, checkpoint_id: str) -> None:
@@ -246,6 +248,7 @@ class Manifest:
             raise CorruptManifest(f"{what} names {len(m.parts)} sealed parts, {len(parts or [])} were read")
         removed = set(doc.get("removed", []))
         for part in parts or []:
+            m.part_ids.append([rec["id"] for rec in part])
             for rec in part:
                 m.sealed.add(rec["id"])
                 if rec["id"] not in removed:
@@ -321,6 +324,35 @@ def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
             inline[rec["id"]] = rec["ops"]
         chain.append({k: v for k, v in rec.items() if k != "ops"})
     return chain, inline
+
+
+HINT_LAG = 1
+"""Commits a head hint may trail the log by after a clean save (FORMAT.md §7): a writer skips the hint
+of a plain delta save at an even seq, so readers probe ``HINT_LAG + 1`` commits past the hint."""
+
+
+def hint_due(seq: int, actions: list[dict[str, Any]]) -> bool:
+    """Must the commit ``seq`` made of ``actions`` rewrite the head hint? Always, except for one
+    delta appended at an even seq (the next commit's hint covers it)."""
+    if seq % 2 or len(actions) != 1:
+        return True
+    action = actions[0]
+    return action.get("action") != "add" or action["record"]["ref"]["type"] not in ("inline", "empty")
+
+
+def appended(doc: dict[str, Any], thread_id: str, seq: int, head: str) -> tuple[Record, Delta] | None:
+    """(record, inline ops) when commit ``seq`` (``doc``, unsealed) only appended a delta to ``head``;
+    None for any other commit (the caller then reads the manifest)."""
+    if doc.get("type") != "commit" or doc.get("seq") != seq or doc.get("thread_id", thread_id) != thread_id:
+        raise CorruptManifest(f"commit entry {seq} is out of place (seq {doc.get('seq')!r})", thread_id=thread_id)
+    check_commit(doc, thread_id)
+    actions = doc["actions"]
+    if len(actions) != 1 or actions[0].get("action") != "add":
+        return None
+    rec = actions[0]["record"]
+    if rec.get("parent") != head or rec["ref"]["type"] not in ("inline", "empty"):
+        return None
+    return rec, list(actions[0].get("ops", []))
 
 
 def ref_keys(rec: Record) -> dict[str, int]:

@@ -1,8 +1,8 @@
 """Reading a thread's manifest: the head hint, the folded manifest and the commit log after it.
 
 A cached manifest is brought up to date by probing ``seq+1`` (normally one 404);
-without one it is rebuilt from the hint (no LIST), or from one LIST of the log
-when the hint is missing or unusable.
+without one it is rebuilt from the hint (no LIST) and the commits it may trail by,
+or from one LIST of the log when the hint is missing or unusable.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import CorruptManifest, MissingObject, UnsupportedFormatVersion
 from . import layout
-from .manifest import Manifest, unseal
+from .manifest import HINT_LAG, Manifest, unseal
 from .parts import read_folded
 from .root import ArchiveRoot
 from .schema import check_hint
@@ -91,10 +91,12 @@ class ManifestReader(ArchiveRoot):
         keys = [layout.log_key(thread_id, s) for s in range(start + 1, last + 1)]
         if base_seq:
             keys.insert(0, layout.manifest_key(thread_id, base_seq))
-        # the commit after the last one known is fetched with the others: usually absent, and then
-        # the manifest is known to be current without a second round trip
-        datas = await self.store.get_many([*keys, layout.log_key(thread_id, last + 1)])
-        probe = datas.pop()
+        # the commits a hint may trail by (HINT_LAG) and the one after are fetched with the others: the
+        # last is usually absent, and then the manifest is known to be current without another round trip
+        ahead = [last + 1 + i for i in range(HINT_LAG + 1)] if hint is not None else [last + 1]
+        datas = await self.store.get_many([*keys, *(layout.log_key(thread_id, s) for s in ahead)])
+        probes = datas[len(keys) :]
+        del datas[len(keys) :]
         if base_seq:
             data = datas.pop(0)
             if data is None:  # folded manifest gone (gc): start over from the listing
@@ -118,9 +120,10 @@ class ManifestReader(ArchiveRoot):
                 raise MissingObject("commit entry is missing from the log", thread_id=thread_id, key=key)
             m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key))
         self._folded_seq[thread_id] = base_seq
-        if probe is None:
-            return m
-        m.apply_entry(unseal(probe, f"commit {last + 1}", thread_id=thread_id, key=layout.log_key(thread_id, last + 1)))
+        for seq, data in zip(ahead, probes, strict=True):
+            if data is None:
+                return m
+            m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=layout.log_key(thread_id, seq)))
         return await self._fold_forward(m)
 
     async def _replay_to(self, thread_id: str, seq: int, error: CorruptManifest) -> tuple[Manifest, int | None]:

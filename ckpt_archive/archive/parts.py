@@ -2,13 +2,20 @@
 
 A folded manifest would otherwise rewrite every record of the thread at every
 compaction (O(n) bytes per fold, O(n^2) over a thread's life). Instead, the
-oldest records are *sealed* into immutable part objects of ``PART_SIZE``
-records (``thread_id=<enc>/_parts/<token>.json.zst``); a fold then holds the
-part references (key, sha256, size), the records after the last part, the
-sealed records changed since (overrides, in place) and the sealed ids removed
-since. When those changes grow past a quarter of the sealed records (a big
-prune), the next fold re-seals from scratch and the old parts become garbage
-for ``gc``.
+oldest records are *sealed* into immutable part objects
+(``thread_id=<enc>/_parts/<token>.json.zst``); a fold then holds the part
+references (key, sha256, size, count, level), the records after the last part,
+the sealed records changed since (overrides, in place) and the sealed ids
+removed since. When those changes grow past a quarter of the sealed records (a
+big prune), the next fold re-seals from scratch and the old parts become
+garbage for ``gc``.
+
+Parts are tiered like an LSM tree: records are sealed ``PART_SIZE`` at a time
+(level 0) so a fold never carries more than about one small part's worth of
+records, and ``FANOUT`` consecutive parts of one level are merged into one part
+of the next level, so a full read stays at most ``FANOUT - 1`` parts per level
+(1,000 or 10,000 records: 8 parts) while each record is rewritten only
+once per level.
 
 Pure logic over ``Manifest`` plus the part codec; the checkpointer writes and
 reads the objects.
@@ -25,8 +32,10 @@ from . import layout
 from .manifest import Manifest, Record, seal, unseal
 from .schema import check_object_key
 
-PART_SIZE = 500
-"""Records per sealed part."""
+PART_SIZE = 64
+"""Records per level-0 sealed part."""
+FANOUT = 8
+"""Consecutive parts of one level merged into one part of the next."""
 
 
 def part_key(thread_id: str, token: str) -> str:
@@ -34,25 +43,45 @@ def part_key(thread_id: str, token: str) -> str:
 
 
 def seal_parts(m: Manifest, part_size: int | None = None) -> list[tuple[str, bytes]]:
-    """Seal full parts off the start of the unsealed records; returns the objects to write first.
+    """Seal full parts off the start of the unsealed records, then merge full levels; returns the
+    objects to write first.
 
-    Mutates ``m`` (its ``parts``/``sealed``/``dirty``); call right before folding it.
+    Mutates ``m`` (its ``parts``/``part_ids``/``sealed``/``dirty``); call right before folding it.
     """
     size = part_size or PART_SIZE
     if m.parts and len(m.dirty) > max(size, len(m.sealed) // 4):
-        m.parts, m.sealed, m.dirty = [], set(), set()
+        m.parts, m.part_ids, m.sealed, m.dirty = [], [], set(), set()
     tail = [rec for cid, rec in m.records.items() if cid not in m.sealed]
     out: list[tuple[str, bytes]] = []
     while len(tail) >= size + size // 8 + 1:  # the newest records stay unsealed: they still change
         chunk, tail = tail[:size], tail[size:]
         if any(rec["ref"]["type"] == "inline" for rec in chunk):
             break
-        data = codec.compress(seal({"type": "manifest-part", "thread_id": m.thread_id, "records": chunk}))
-        key = part_key(m.thread_id, uuid.uuid4().hex)
-        m.parts.append({"key": key, "sha256": codec.sha256(data), "size": len(data), "count": len(chunk)})
-        m.sealed.update(rec["id"] for rec in chunk)
-        out.append((key, data))
+        out.append(_new_part(m, chunk, 0))
+    while len(m.parts) >= FANOUT and len({_level(p) for p in m.parts[-FANOUT:]}) == 1:
+        level = _level(m.parts[-1])
+        ids = [cid for group in m.part_ids[-FANOUT:] for cid in group]
+        del m.parts[-FANOUT:], m.part_ids[-FANOUT:]
+        gone = {cid for cid in ids if cid not in m.records}
+        m.sealed -= gone
+        m.dirty -= set(ids)  # the merged part holds their current version
+        out.append(_new_part(m, [m.records[cid] for cid in ids if cid not in gone], level + 1))
     return out
+
+
+def _level(ref: dict[str, Any]) -> int:
+    level = ref.get("level", 0)
+    return level if type(level) is int else 0
+
+
+def _new_part(m: Manifest, records: list[Record], level: int) -> tuple[str, bytes]:
+    data = codec.compress(seal({"type": "manifest-part", "thread_id": m.thread_id, "records": records}))
+    key = part_key(m.thread_id, uuid.uuid4().hex)
+    ref = {"key": key, "sha256": codec.sha256(data), "size": len(data), "count": len(records), "level": level}
+    m.parts.append(ref)
+    m.part_ids.append([rec["id"] for rec in records])
+    m.sealed.update(rec["id"] for rec in records)
+    return key, data
 
 
 def decode_part(data: bytes | None, ref: dict[str, Any], thread_id: str) -> list[Record]:

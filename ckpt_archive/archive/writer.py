@@ -10,7 +10,8 @@ Save protocol (docs/FORMAT.md has the normative version):
    raises ``CheckpointConflict``; an explicit fork (``parent_id``) re-reads the
    log and retries at the next seq. Payloads of a lost save are never
    referenced, so readers cannot see them;
-3. the head hint is rewritten (best effort; readers probe ``seq+1`` anyway).
+3. the head hint is rewritten (best effort; readers probe past it anyway), except after a plain
+   delta at an even seq (``hint_due``): such a save costs two writes instead of three.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpoint
 from ..model import Checkpoint
 from . import crypto, layout
 from .content import Content, paged_snapshot
-from .manifest import Manifest, Record, seal, unseal
+from .manifest import Manifest, Record, hint_due, seal, unseal
 from .objects import encode_segment, encode_snapshot
 from .parts import seal_parts
 from .state_reader import StateReader
@@ -87,7 +88,8 @@ class ArchiveWriter(StateReader):
             self._manifests[thread_id] = new
             self._read_at[thread_id] = time.monotonic()
             self._remember(f"{cid}@1", content)
-            await self._publish(new, compacted=any(a["action"] == "compact" for a in actions))
+            compacted = any(a["action"] == "compact" for a in actions)
+            await self._publish(new, compacted=compacted, hint=compacted or hint_due(new.seq, actions))
         return cid
 
     async def _prepare(
@@ -213,19 +215,22 @@ class ArchiveWriter(StateReader):
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
             await self.store.put(key, doc)  # left over from a save that never committed
 
-    async def _publish(self, m: Manifest, *, compacted: bool) -> None:
-        """After a commit: rewrite the hint; after a compaction also fold the manifest."""
+    async def _publish(self, m: Manifest, *, compacted: bool, hint: bool = True) -> None:
+        """After a commit: rewrite the hint (unless ``hint_due`` says the next commit will); after a
+        compaction also fold the manifest."""
         # The commit already landed: a failed hint, part or fold only costs readers a few more
         # reads (they probe past the hint and rebuild from the log), so none of it is an error.
-        tasks = [self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id)))]
+        tasks: list[Any] = []
+        if hint or compacted:
+            tasks.append(self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id))))
         if compacted:  # sealed parts first: the fold that names them must never exist without them
-            before = (list(m.parts), set(m.sealed), set(m.dirty))
+            before = (list(m.parts), list(m.part_ids), set(m.sealed), set(m.dirty))
             written = await asyncio.gather(
                 *(self.store.put(key, data) for key, data in seal_parts(m)), return_exceptions=True
             )
             failed = [r for r in written if isinstance(r, BaseException)]
             if failed:
-                m.parts, m.sealed, m.dirty = before  # no fold may name a part that was not written
+                m.parts, m.part_ids, m.sealed, m.dirty = before  # no fold may name a part that was not written
                 compacted = False
                 if not all(isinstance(r, Exception) for r in failed):
                     raise next(r for r in failed if not isinstance(r, Exception))

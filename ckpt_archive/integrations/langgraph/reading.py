@@ -225,10 +225,12 @@ class SaverReads:
                 if hint is not None and head is not None and is_top(head):
                     # the hint's head is LangGraph's latest if no commit followed it: no manifest read
                     fast = await head_from_hint(self.archive, at, hint)
-                    if fast is not None:
-                        rec, (state, _) = fast
-                        top = record_info(at, rec)
+                    top = None if fast is None else record_info(at, fast[0])
+                    if fast is not None and top is not None and is_top(top):
+                        state = fast[1][0]
                         self.remember(top.checkpoint_id, state)
+                        if (at, lg_ids(top)[0]) not in reads.early:  # the hint trailed the log by one put
+                            reads.start_writes(self.store, at, lg_ids(top)[0])
                         entries = await reads.early.pop((at, lg_ids(top)[0]))
                         return self._tuple(at, top, state, entries, SerdeCodec(self.serde, reads.raw))
             if hint is not None:
