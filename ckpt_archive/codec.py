@@ -107,6 +107,44 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class PrefixHasher:
+    """sha256 of byte strings that mostly extend the previous one (the canonical JSON of a growing
+    chat, save after save or checkpoint after checkpoint of a listing).
+
+    Hashing resumes from the hasher state saved at the last ``STEP`` boundary before the first byte
+    that differs from the previous input, so a state that grew by one message costs at most ``STEP``
+    bytes plus what changed, not the whole state. Any input gives exactly ``sha256(raw)``.
+    """
+
+    STEP = 1 << 16
+    __slots__ = ("_raw", "_states", "_step")
+
+    def __init__(self, step: int = STEP) -> None:
+        self._step = step
+        self._raw = b""
+        self._states: list[Any] = [hashlib.sha256()]  # _states[i]: the hasher after _raw[: i * STEP]
+
+    def hexdigest(self, raw: bytes) -> str:
+        step, old = self._step, self._raw
+        same, top = 0, min(len(old), len(raw)) // step
+        while same < top and old[same * step : (same + 1) * step] == raw[same * step : (same + 1) * step]:
+            same += 1  # (bytes slices compare with memcmp; memoryview slices would go byte by byte)
+        states = self._states[: same + 1]
+        h = states[same].copy()
+        view, pos, full = memoryview(raw), same * step, len(raw) - len(raw) % step
+        while pos < full:
+            h.update(view[pos : pos + step])
+            pos += step
+            states.append(h.copy())
+        h.update(view[pos:])
+        self._raw, self._states = raw, states
+        return str(h.hexdigest())
+
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+"""First bytes of every zstd frame: no JSON document starts with them."""
+
+
 def compress(data: bytes) -> bytes:
     return _compressor.compress(data)
 

@@ -16,7 +16,7 @@ import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.archive import layout
-from ckpt_archive.archive.manifest import seal
+from ckpt_archive.archive.manifest import seal, unseal_hint
 from ckpt_archive.testing import RoundTrips, S3Server
 
 
@@ -345,7 +345,7 @@ def test_delta_saves_write_the_hint_every_other_commit(s3_server: S3Server, s3_u
         costs.append(s3_server.total())
         assert s3_server.requests["LIST"] == 0
     assert sorted(costs) == [2] * 4 + [3] * 4, costs  # commit + id entry, and the hint every other save
-    hint = codec.loads(fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"))
+    hint = unseal_hint(fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"), "hint")
     assert hint["seq"] == 29 and writer._manifests["t"].seq == 30  # the hint trails by one delta
     reader = ca.open_archive(s3_url, storage_options=opts)
     trips = RoundTrips(reader.store.fs, latency=0.05)
@@ -367,10 +367,10 @@ def test_a_trailing_hint_followed_by_a_fork_or_an_edit_reads_the_manifest(tmp_pa
     archive = ca.open_archive(url, full_snapshot_interval=10)
     messages: list[Any] = []
     saved = grow(archive, "t", range(3), messages)  # seq 3: hint written
-    assert codec.loads(fs.cat_file(f"{url}/{layout.head_key('t')}"))["seq"] == 3
+    assert unseal_hint(fs.cat_file(f"{url}/{layout.head_key('t')}"), "hint")["seq"] == 3
     fork = ca.Checkpoint.new("t", {"forked": True}, step=9, parent_id=saved[0].checkpoint_id)
     archive.save(fork)  # seq 4, a delta: the hint is not rewritten
-    assert codec.loads(fs.cat_file(f"{url}/{layout.head_key('t')}"))["seq"] == 3
+    assert unseal_hint(fs.cat_file(f"{url}/{layout.head_key('t')}"), "hint")["seq"] == 3
     loaded = ca.open_archive(url).load("t")
     assert loaded is not None and loaded.checkpoint_id == fork.checkpoint_id and loaded.state == {"forked": True}
 
@@ -381,3 +381,21 @@ def test_a_trailing_hint_followed_by_a_fork_or_an_edit_reads_the_manifest(tmp_pa
     loaded = ca.open_archive(url).load("t")
     assert loaded is not None and loaded.checkpoint_id == head.checkpoint_id
     assert loaded.metadata.get(ca.retention.PINNED_KEY) is True
+
+
+def test_hint_is_compressed_and_a_plain_hint_still_reads(s3_server: S3Server, s3_url: str) -> None:
+    """The hint is written as zstd; a plain sealed hint (as earlier writers stored it) is used the same
+    way, without the LIST of the recovery path."""
+    opts = s3_server.storage_options()
+    writer = ca.open_archive(s3_url, storage_options=opts, full_snapshot_interval=4)
+    saved = grow(writer, "t", range(7), [])
+    fs = fsspec.filesystem("s3", **opts)
+    stored = fs.cat_file(f"{s3_url}/{layout.head_key('t')}")
+    assert stored[:4] == codec.ZSTD_MAGIC
+    plain = codec.decompress(stored)
+    assert unseal_hint(plain, "hint") == unseal_hint(stored, "hint")
+    fs.pipe_file(f"{s3_url}/{layout.head_key('t')}", plain)
+    s3_server.reset_counts()
+    loaded = ca.open_archive(s3_url, storage_options=opts).load("t")
+    assert loaded is not None and loaded.checkpoint_id == saved[-1].checkpoint_id
+    assert s3_server.requests["LIST"] == 0, s3_server.log

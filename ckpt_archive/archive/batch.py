@@ -78,23 +78,31 @@ async def head_from_hint(
     cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]
 ) -> tuple[Record, Content] | None:
     """The thread's head and its content from the hint, when the hint is current or trails the log by
-    one appended delta (the commits after it are probed while the hint's chain is built, see
-    ``HINT_LAG``); None when the log has moved on otherwise."""
+    one appended delta (``HINT_LAG``: the commits after it are probed while the chain's objects are
+    fetched); None when the log has moved on otherwise."""
     chain, inline = hint_chain(hint)
     if not chain:
         return None
     seq = int(hint["seq"])
-    keys = [layout.log_key(thread_id, seq + 1 + i) for i in range(HINT_LAG + 1)]
-    probes, content = await asyncio.gather(cp.store.get_many(keys), cp._materialize_content(thread_id, chain, inline))
+    logs = [layout.log_key(thread_id, seq + 1 + i) for i in range(HINT_LAG + 1)]
+    todo = chain
+    for i in range(len(chain) - 1, -1, -1):  # objects of what the state cache does not already hold
+        if cp._states.get(state_key(chain[i])) is not None:
+            todo = chain[i + 1 :]
+            break
+    keys = sorted({key for rec in todo for key in ref_keys(rec)})
+    probes, datas = await asyncio.gather(cp.store.get_many(logs), cp.store.get_many(keys))
+    pre = Prefetched(dict(zip(keys, datas, strict=True)))
+    if probes[0] is not None and probes[-1] is not None:
+        return None
+    content = await cp._materialize_content(thread_id, chain, inline, pre)  # cached: a later call reads nothing
     if probes[0] is None:
         return chain[-1], content
-    if probes[-1] is not None:
-        return None
-    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=keys[0])
+    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=logs[0])
     found = appended(doc, thread_id, seq + 1, chain[-1]["id"])
     if found is None:
         return None
-    rec, ops = found  # built on the cached content of its parent: no further read
+    rec, ops = found  # built on the cached content of its parent
     return rec, await cp._materialize_content(thread_id, [*chain, rec], {**inline, rec["id"]: ops})
 
 

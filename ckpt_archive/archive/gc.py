@@ -136,7 +136,7 @@ async def _purge(cp: ArchiveCheckpointer, thread_id: str, keys: set[str]) -> Non
         gone = sorted(k for k in keys if k in m.tombstones)
         return ([{"action": "purge", "keys": gone}] if gone else []), [], None
 
-    await commit_maintenance(cp, thread_id, plan)
+    await commit_maintenance(cp, thread_id, plan, fold_first=False)
 
 
 async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: GcReport) -> None:

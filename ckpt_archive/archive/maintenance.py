@@ -40,11 +40,15 @@ Plan = tuple[list[dict[str, Any]], list[Awaitable[None]], T]
 Planner = Callable[[Manifest], Awaitable[Plan[T]]]
 
 
-async def commit_maintenance(cp: ArchiveCheckpointer, thread_id: str, plan: Planner[T], *, dry_run: bool = False) -> T:
+async def commit_maintenance(
+    cp: ArchiveCheckpointer, thread_id: str, plan: Planner[T], *, dry_run: bool = False, fold_first: bool = True
+) -> T:
     """Plan against the current manifest, write payloads, commit; on a lost race re-read and re-plan.
 
     Between attempts it backs off (full jitter, 5 ms doubling up to 0.5 s), so a writer saving in a
-    tight loop cannot win every race for as long as the attempts last.
+    tight loop cannot win every race for as long as the attempts last. ``fold_first``: the new fold is
+    written before the hint that names it, so the log before it is collectable at once (gc's own
+    purge commit passes False: it would otherwise leave the fold it supersedes for the next run).
     """
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
@@ -64,7 +68,7 @@ async def commit_maintenance(cp: ArchiveCheckpointer, thread_id: str, plan: Plan
                 new.apply_entry(unseal(entry, "own commit"))
                 cp._manifests[thread_id] = new
                 cp._read_at[thread_id] = time.monotonic()
-                await cp._publish(new, compacted=True)
+                await cp._publish(new, compacted=True, fold_first=fold_first)
                 return result
     raise CheckpointConflict(f"thread {thread_id!r} kept changing during maintenance; try again later")
 
@@ -111,7 +115,7 @@ async def rewrite_full(
     else:
         ref, objects, size = snapshot_ref(m.thread_id, rec, content, known_pages(m))
     writes.extend(cp.store.put(k, d) for k, d in objects)
-    digest = cp.content_digests(content)
+    digest = cp.content_digests(content, m.thread_id)
     # an update merges into the record: a plain digest of the old content must not survive its encryption
     digest.update({name: None for name in ("state_sha256", "messages_sha256") if name in rec and name not in digest})
     return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size

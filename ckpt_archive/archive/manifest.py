@@ -74,6 +74,11 @@ def unseal(
     return doc
 
 
+def unseal_hint(data: bytes, what: str, *, thread_id: str | None = None, key: str | None = None) -> dict[str, Any]:
+    """A head hint: written zstd-compressed; plain sealed JSON (earlier writers) reads too."""
+    return unseal(data, what, compressed=data[:4] == codec.ZSTD_MAGIC, thread_id=thread_id, key=key)
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
@@ -274,14 +279,16 @@ class Manifest:
 
     def hint(self, manifest_seq: int | None) -> bytes:
         chain = self.chain(self.head) if self.head else []
-        return seal(
-            {
-                "type": "head",
-                "thread_id": self.thread_id,
-                "seq": self.seq,
-                "manifest_seq": manifest_seq,
-                "chain": [self._with_ops(r) for r in chain],
-            }
+        return codec.compress(
+            seal(
+                {
+                    "type": "head",
+                    "thread_id": self.thread_id,
+                    "seq": self.seq,
+                    "manifest_seq": manifest_seq,
+                    "chain": [self._with_ops(r) for r in chain],
+                }
+            )
         )
 
     def _with_ops(self, record: Record) -> Record:

@@ -7,7 +7,7 @@ into a typed ``IntegrityError`` naming the object, never a raw pyarrow/zstd one.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -62,12 +62,21 @@ def verify(data: bytes, ref: dict[str, Any], *, thread_id: str, checkpoint_id: s
         )
 
 
-def check_content(content: tuple[dict[str, Any], list[Any]], record: dict[str, Any], thread_id: str) -> None:
+def check_content(
+    content: tuple[dict[str, Any], list[Any]],
+    record: dict[str, Any],
+    thread_id: str,
+    digest: Callable[[str, bytes], str] | None = None,
+) -> None:
     """A rebuilt (state, messages) must hash to the ``state_sha256`` and ``messages_sha256`` recorded
-    at save (each checked where the record has it: records written before messages have neither)."""
+    at save (each checked where the record has it: records written before messages have neither).
+    ``digest(name, raw)`` is the sha256 to use (default ``codec.sha256``)."""
     for name, value in (("state", content[0]), ("messages", content[1])):
         want = record.get(f"{name}_sha256")
-        if want is not None and codec.sha256(codec.dumps(value)) != want:
+        if (
+            want is not None
+            and (digest(name, codec.dumps(value)) if digest else codec.sha256(codec.dumps(value))) != want
+        ):
             raise DigestMismatch(
                 f"rebuilt {name} differ from the {name}_sha256 recorded when it was saved"
                 if name == "messages"

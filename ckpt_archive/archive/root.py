@@ -12,6 +12,7 @@ from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypeVar
 
+from .. import codec
 from ..protocol import AsyncCoreCheckpointer
 from . import layout
 from .content import Content
@@ -52,12 +53,28 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         self._folded_seq: dict[str, int | None] = {}
         self._states: OrderedDict[str, Content] = OrderedDict()
         self._state_cache = state_cache
+        self._hashers: OrderedDict[tuple[str, str], codec.PrefixHasher] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
         self.encryption = encryption
         self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
 
     # -- small helpers -----------------------------------------------------------
+    HASHERS = 16
+
+    def _sha256(self, thread_id: str, name: str, raw: bytes) -> str:
+        """sha256 of a thread's state or messages bytes, resumed from the previous ones of that thread
+        (``codec.PrefixHasher``): saving or listing a growing chat hashes what changed, not all of it."""
+        key = (thread_id, name)
+        hasher = self._hashers.get(key)
+        if hasher is None:
+            hasher = self._hashers[key] = codec.PrefixHasher()
+            while len(self._hashers) > self.HASHERS:
+                self._hashers.popitem(last=False)
+        else:
+            self._hashers.move_to_end(key)
+        return hasher.hexdigest(raw)
+
     def _lock(self, thread_id: str) -> asyncio.Lock:
         lock = self._locks.get(thread_id)
         if lock is None:

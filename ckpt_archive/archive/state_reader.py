@@ -135,7 +135,7 @@ class StateReader(ManifestReader):
             for name, value in (("state", content[0]), ("messages", content[1])):
                 if protection.get(f"{name}_sha256") != content_digest(value):
                     raise ProtectionMismatch(f"{name} differs from the digest recorded at creation", **where)
-        check_content(content, rec, thread_id)
+        check_content(content, rec, thread_id, lambda name, raw: self._sha256(thread_id, name, raw))
         crypto.check_mac(self.encryption, rec, thread_id, content)
 
     @staticmethod

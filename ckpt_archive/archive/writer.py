@@ -114,7 +114,7 @@ class ArchiveWriter(StateReader):
             "version": 1,
         }
         enc = self.encryption
-        record.update(self.content_digests((state, messages)))
+        record.update(self.content_digests((state, messages), m.thread_id))
         for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
             if getattr(ckpt, name) is not None:
                 record["fields"][name] = getattr(ckpt, name)
@@ -157,13 +157,16 @@ class ArchiveWriter(StateReader):
                 actions.append({"action": "add", "record": record})
         return actions, writes, (state, messages)
 
-    def content_digests(self, content: Content) -> dict[str, Any]:
+    def content_digests(self, content: Content, thread_id: str) -> dict[str, Any]:
         """Record fields proving a content: ``state_sha256`` + ``messages_sha256``, or with encryption
         ``enc`` + keyed ``state_mac`` + ``messages_mac`` (a plain digest would let anyone confirm a guess)."""
         raw_state, raw_messages = codec.dumps(content[0]), codec.dumps(content[1])
         enc = self.encryption
         if enc is None:
-            return {"state_sha256": codec.sha256(raw_state), "messages_sha256": codec.sha256(raw_messages)}
+            return {
+                "state_sha256": self._sha256(thread_id, "state", raw_state),
+                "messages_sha256": self._sha256(thread_id, "messages", raw_messages),
+            }
         return {
             "enc": {"alg": crypto.ALG, "key_id": enc.active_key_id},
             "state_mac": enc.mac(enc.active_key_id, raw_state),
@@ -215,33 +218,35 @@ class ArchiveWriter(StateReader):
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
             await self.store.put(key, doc)  # left over from a save that never committed
 
-    async def _publish(self, m: Manifest, *, compacted: bool, hint: bool = True) -> None:
+    async def _publish(self, m: Manifest, *, compacted: bool, hint: bool = True, fold_first: bool = False) -> None:
         """After a commit: rewrite the hint (unless ``hint_due`` says the next commit will); after a
-        compaction also fold the manifest."""
+        compaction also fold the manifest. ``fold_first`` (maintenance, where latency does not matter):
+        the hint then names the new fold, so a gc run right after can collect the log before it."""
         # The commit already landed: a failed hint, part or fold only costs readers a few more
         # reads (they probe past the hint and rebuild from the log), so none of it is an error.
+        if compacted and fold_first:
+            await self._fold(m)
         tasks: list[Any] = []
-        if hint or compacted:
+        if hint or compacted:  # built now: it names the newest fold written so far
             tasks.append(self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id))))
-        if compacted:  # sealed parts first: the fold that names them must never exist without them
-            before = (list(m.parts), list(m.part_ids), set(m.sealed), set(m.dirty))
-            written = await asyncio.gather(
-                *(self.store.put(key, data) for key, data in seal_parts(m)), return_exceptions=True
-            )
-            failed = [r for r in written if isinstance(r, BaseException)]
-            if failed:
-                m.parts, m.part_ids, m.sealed, m.dirty = before  # no fold may name a part that was not written
-                compacted = False
-                if not all(isinstance(r, Exception) for r in failed):
-                    raise next(r for r in failed if not isinstance(r, Exception))
-            else:
-                tasks.append(self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded()))
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        if compacted and not isinstance(results[-1], BaseException):
-            self._folded_seq[m.thread_id] = m.seq
-        for result in results:
+        if compacted and not fold_first:
+            tasks.append(self._fold(m))
+        for result in await asyncio.gather(*tasks, return_exceptions=True):
             if isinstance(result, BaseException) and not isinstance(result, Exception):
                 raise result  # a crash/cancellation is not swallowed
+
+    async def _fold(self, m: Manifest) -> None:
+        """Seal parts, then write the folded manifest; on success readers may start from it."""
+        before = (list(m.parts), list(m.part_ids), set(m.sealed), set(m.dirty))
+        written = await asyncio.gather(
+            *(self.store.put(key, data) for key, data in seal_parts(m)), return_exceptions=True
+        )
+        failed = [r for r in written if isinstance(r, BaseException)]
+        if failed:  # sealed parts first: the fold that names them must never exist without them
+            m.parts, m.part_ids, m.sealed, m.dirty = before
+            raise next((r for r in failed if not isinstance(r, Exception)), failed[0])
+        await self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded())
+        self._folded_seq[m.thread_id] = m.seq
 
     # -- maintenance -------------------------------------------------------------
     async def _compact(self, thread_id: str) -> bool:
