@@ -40,15 +40,21 @@ def check_json(value: Any, where: str = "state") -> None:
 
 def json_copy(value: Any, where: str = "state") -> Any:
     """``check_json`` that also returns the round trip: a private deep copy, for free."""
+    return json_copy_raw(value, where)[0]
+
+
+def json_copy_raw(value: Any, where: str = "state") -> tuple[Any, bytes]:
+    """``json_copy`` and the canonical bytes it was made from (``dumps(value)``, without a second pass)."""
     try:
         wrapped: Any = value
         for _ in range(_MARGIN):
             wrapped = [wrapped]
-        copy = orjson.loads(dumps(wrapped))  # canonical: the copy's keys are sorted, as stored
+        raw = dumps(wrapped)
+        copy = orjson.loads(raw)  # canonical: the copy's keys are sorted, as stored
         if copy == wrapped:
             for _ in range(_MARGIN):
                 copy = copy[0]
-            return copy
+            return copy, raw[_MARGIN:-_MARGIN]
     except (TypeError, orjson.JSONEncodeError, RecursionError):
         pass
     _walk(value, where, 0)

@@ -64,21 +64,31 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: list[str], ops: D
             ops.append({"op": "set", "path": [*path, key], "value": value})
             continue
         before = old[key]
+        sub = [*path, key]
+        if type(before) is list and type(value) is list and before is not value:
+            _diff_list(before, value, sub, ops)
+            continue
         if json_equal(before, value):
             continue
-        sub = [*path, key]
         if type(before) is dict and type(value) is dict and value:
             _diff_dict(before, value, sub, ops)
-        elif (
-            type(before) is list
-            and type(value) is list
-            and before
-            and len(value) > len(before)
-            and json_equal(value[: len(before)], before)
-        ):
-            ops.append({"op": "append", "path": sub, "value": value[len(before) :]})
         else:
             ops.append({"op": "set", "path": sub, "value": value})
+
+
+def _diff_list(before: list[Any], value: list[Any], path: list[str], ops: Delta) -> None:
+    """Nothing, an ``append`` or a ``set``, from one canonical text of each list.
+
+    ``[a1,...,an,`` is a prefix of the text of ``value`` exactly when ``value`` starts with the n
+    items of ``before`` (as JSON) and has more: JSON values end where their text says, and the comma
+    rules out a number that merely starts like one of ``before``'s."""
+    old, new = _canonical(before), _canonical(value)
+    if old == new:
+        return
+    if before and new.startswith(old[:-1]) and new[len(old) - 1 : len(old)] == b",":
+        ops.append({"op": "append", "path": path, "value": value[len(before) :]})
+    else:
+        ops.append({"op": "set", "path": path, "value": value})
 
 
 def apply(old: dict[str, Any], delta: Delta) -> dict[str, Any]:

@@ -44,3 +44,21 @@ def test_prefix_hasher_on_step_boundaries(size: int) -> None:
     hasher = codec.PrefixHasher()
     for n in (size, size + 1, size, max(size - 1, 0), size + 65536):
         assert hasher.hexdigest(data[:n]) == hashlib.sha256(data[:n]).hexdigest()
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63) + 1, 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json)
+def test_json_copy_raw_gives_the_canonical_bytes(value: Any) -> None:
+    copy, raw = codec.json_copy_raw(value)
+    assert raw == codec.dumps(value) and codec.loads(raw) == copy

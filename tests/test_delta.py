@@ -70,3 +70,27 @@ def test_json_types_kept_apart() -> None:
 def test_bad_delta_is_a_typed_error(delta: list[dict[str, Any]]) -> None:
     with pytest.raises(ca.BrokenChain):
         ca.apply({"a": 1}, delta)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "kind"),
+    [
+        ([1], [1, 2], "append"),
+        ([1], [12, 3], "set"),  # a number that starts like the old one is not the old one
+        ([True], [1, 2], "set"),  # JSON types stay apart
+        ([1.0], [1, 2], "set"),
+        (["a,b"], ["a", "b", "c"], "set"),
+        ([{"k": [1]}], [{"k": [1]}, {"k": [2]}], "append"),
+        ([{"k": [1]}], [{"k": [1, 2]}, {}], "set"),
+        ([[1], 2], [[1], 2, 3, 4], "append"),
+        ([], [1], "set"),
+        ([1, 2], [1, 2], None),
+        ([1, 2], [1], "set"),
+    ],
+)
+def test_list_diff_appends_only_when_the_old_items_lead(before: list[Any], after: list[Any], kind: str | None) -> None:
+    ops = ca.diff({"l": before}, {"l": after})
+    assert [op["op"] for op in ops] == ([kind] if kind else [])
+    assert json_equal(ca.apply({"l": before}, ops), {"l": after})
+    if kind == "append":
+        assert ops[0]["value"] == after[len(before) :]

@@ -40,11 +40,16 @@ class ArchiveWriter(StateReader):
 
     async def _save(self, checkpoint: Checkpoint) -> str:
         # checked and privately copied once, whatever the number of commit attempts
-        content: Content = (codec.json_copy(checkpoint.state), codec.json_copy(checkpoint.messages, "messages"))
+        (state, raw_state), (messages, raw_messages) = (
+            codec.json_copy_raw(checkpoint.state),
+            codec.json_copy_raw(checkpoint.messages, "messages"),
+        )
+        content: Content = (state, messages)
         checkpoint.check_protection()
         thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
         layout.thread_dir(thread_id)
         layout.id_key(cid)
+        digests = self.content_digests(content, thread_id, (raw_state, raw_messages))
         async with self._lock(thread_id):
             # The writer's cached view is its "known head": no read before the commit, whose
             # put-if-absent detects anyone who committed since.
@@ -69,7 +74,7 @@ class ArchiveWriter(StateReader):
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, writes, content = await self._prepare(m, checkpoint, parent_id, content)
+                actions, writes, content = await self._prepare(m, checkpoint, parent_id, content, digests)
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
                     index_written = True
@@ -93,9 +98,10 @@ class ArchiveWriter(StateReader):
         return cid
 
     async def _prepare(
-        self, m: Manifest, ckpt: Checkpoint, parent_id: str | None, content: Content
+        self, m: Manifest, ckpt: Checkpoint, parent_id: str | None, content: Content, digests: dict[str, Any]
     ) -> tuple[list[dict[str, Any]], list[Any], Content]:
-        """Actions of the commit, payload writes to run before it, and the new content."""
+        """Actions of the commit, payload writes to run before it, and the new content (``digests``:
+        its ``content_digests``)."""
         state, messages = content
         parent = m.records.get(parent_id) if parent_id else None
         depth = None if parent is None else int(parent["depth"])
@@ -114,7 +120,7 @@ class ArchiveWriter(StateReader):
             "version": 1,
         }
         enc = self.encryption
-        record.update(self.content_digests((state, messages), m.thread_id))
+        record.update(digests)
         for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
             if getattr(ckpt, name) is not None:
                 record["fields"][name] = getattr(ckpt, name)
@@ -157,10 +163,13 @@ class ArchiveWriter(StateReader):
                 actions.append({"action": "add", "record": record})
         return actions, writes, (state, messages)
 
-    def content_digests(self, content: Content, thread_id: str) -> dict[str, Any]:
+    def content_digests(
+        self, content: Content, thread_id: str, raws: tuple[bytes, bytes] | None = None
+    ) -> dict[str, Any]:
         """Record fields proving a content: ``state_sha256`` + ``messages_sha256``, or with encryption
-        ``enc`` + keyed ``state_mac`` + ``messages_mac`` (a plain digest would let anyone confirm a guess)."""
-        raw_state, raw_messages = codec.dumps(content[0]), codec.dumps(content[1])
+        ``enc`` + keyed ``state_mac`` + ``messages_mac`` (a plain digest would let anyone confirm a guess).
+        ``raws``: the canonical bytes of state and messages, when the caller has them already."""
+        raw_state, raw_messages = raws or (codec.dumps(content[0]), codec.dumps(content[1]))
         enc = self.encryption
         if enc is None:
             return {
