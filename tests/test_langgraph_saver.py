@@ -358,3 +358,26 @@ def test_fresh_get_tuple_returns_the_greatest_id_whatever_the_put_order(ops: lis
             live[cp["id"]] = None
         got = ArchiveSaver.from_url(url).get_tuple(_config("t"))
         assert (got and got.config["configurable"]["checkpoint_id"]) == (max(live) if live else None), (op, n)
+
+
+def test_a_message_mutated_in_place_between_puts_is_stored_as_it_is_now() -> None:
+    """Unchanged elements reuse their stored encoding (their bytes are compared, not their identity): an
+    element changed in place since the last put must be stored with its new content."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    saver = ArchiveSaver.from_url("memory://lg-mutated-in-place")
+    messages: list[Any] = [HumanMessage(content="hello", id="m0"), AIMessage(content="draft", id="m1")]
+    cfg = _config("t")
+    for i in range(3):
+        cp = generate_checkpoint(channel_values={"messages": list(messages)})
+        cp["channel_versions"] = {"messages": i + 1}
+        cfg = saver.put(cfg, cp, generate_metadata(step=i), {"messages": i + 1})
+        messages[1].content = f"final {i}"  # the same object, changed after it was saved
+        messages.append(HumanMessage(content=f"more {i}", id=f"h{i}"))
+    for reader in (saver, ArchiveSaver.from_url("memory://lg-mutated-in-place")):
+        tup = reader.get_tuple(_config("t"))
+        assert tup is not None
+        stored = tup.checkpoint["channel_values"]["messages"]
+        assert [m.content for m in stored] == ["hello", "final 1", "more 0", "more 1"]
+    history = [t.checkpoint["channel_values"]["messages"][1].content for t in saver.list(_config("t"))]
+    assert history == ["final 1", "final 0", "draft"]  # newest first: each put kept what it saw

@@ -65,9 +65,16 @@ class SerdeCodec:
 
     RAW_LIMIT = 200_000
 
-    def __init__(self, serde: Any, raw: dict[str, bytes] | None = None) -> None:
+    def __init__(self, serde: Any, raw: dict[str, bytes] | None = None, limit: int = RAW_LIMIT) -> None:
         self.serde = serde
         self.raw = raw
+        self.limit = limit
+
+    def _keep(self, text: str, data: bytes) -> None:
+        if self.raw is not None:
+            if len(self.raw) >= self.limit:
+                self.raw.clear()
+            self.raw[text] = data
 
     def dumps(self, value: Any) -> Blob:
         typ, data = self.serde.dumps_typed(value)
@@ -88,24 +95,34 @@ class SerdeCodec:
             else:
                 data = raw.get(blob[1])
                 if data is None:
-                    if len(raw) >= self.RAW_LIMIT:
-                        raw.clear()
-                    data = raw[blob[1]] = base64.b64decode(blob[1])
+                    data = base64.b64decode(blob[1])
+                    self._keep(blob[1], data)
             out.append(loads_typed((blob[0], data)))
         return out
 
     def encode_channel(self, value: Any, old: Any) -> Any:
-        """One channel entry; a list reuses the encodings of ``old``'s items it still starts with."""
+        """One channel entry; a list reuses the encodings of ``old``'s items it still starts with.
+
+        Every element still goes through the serde (an element mutated in place must be seen); with
+        ``raw`` holding the bytes of the old items (the saver keeps them from put to put), an element
+        whose bytes are unchanged reuses the old text without being base64-encoded again."""
         if type(value) is not list:
             return self.dumps(value)
         old_items = old.get("items") if isinstance(old, dict) else None
+        raw, dumps_typed = self.raw, self.serde.dumps_typed
         items: list[Blob] = []
         for i, element in enumerate(value):
-            blob = self.dumps(element)
+            typ, data = dumps_typed(element)
+            prior: Any = old_items[i] if old_items is not None and i < len(old_items) else None
+            same_type = type(prior) is list and len(prior) == 2 and prior[0] == typ
+            if same_type and raw is not None and raw.get(prior[1]) == data:
+                items.append(prior)
+                continue
+            blob: Blob = [typ, base64.b64encode(data).decode("ascii")]
+            self._keep(blob[1], data)
             # a non-deterministic serde (encryption): an element equal to the old one keeps its encoding
-            stale = old_items is not None and i < len(old_items) and blob != old_items[i]
-            if stale and _same(self.loads(old_items[i]), element):  # type: ignore[index]
-                blob = old_items[i]  # type: ignore[index]
+            if prior is not None and blob != prior and _same(self.loads(prior), element):
+                blob = prior
             items.append(blob)
         return {"items": items}
 

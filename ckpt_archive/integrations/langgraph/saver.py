@@ -39,6 +39,7 @@ from ...model import Checkpoint, uuid7
 from . import writes as W
 from .encoding import (
     LG_KEY,
+    SerdeCodec,
     archive_thread,
     build_state,
     split_metadata,
@@ -46,6 +47,9 @@ from .encoding import (
 from .history import History, collect_history
 from .maintenance import Maintenance
 from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
+
+PUT_RAW_LIMIT = 20_000
+"""Values whose serialised bytes the saver keeps between puts (~20 MB for 1 KB messages)."""
 
 
 class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
@@ -60,6 +64,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._state_cache = state_cache
         self._known: dict[str, dict[str, tuple[str, int]]] = {}  # archive thread -> lg id -> (archive id, step)
+        self._put_raw: dict[str, bytes] = {}  # base64 text -> bytes of the values last put (encode_channel)
 
     @classmethod
     def from_url(
@@ -106,7 +111,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             parent_cid = None if parent is None else parent.checkpoint_id
             step = 0 if base is None else base.step + 1
         parent_state = await self.state(parent_cid, at) if parent_cid is not None else None
-        codec = self.codec
+        codec = SerdeCodec(self.serde, self._put_raw, PUT_RAW_LIMIT)
         plain, typed = split_metadata(codec, dict(get_checkpoint_metadata(config, metadata)))
         state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
         lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent}
