@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import ckpt_archive as ca
+from ckpt_archive.archive import parts
 from tests.faults import MODES, Crash, FaultPlan, FaultyStore
 
 INTERVAL = 4
@@ -179,3 +180,32 @@ def test_fault_during_maintenance(archive_url: Any, backend: str, mode: str, op:
 @pytest.mark.parametrize(("backend", "mode"), SOAK)
 def test_fault_during_maintenance_soak(archive_url: Any, backend: str, mode: str, op: str) -> None:
     test_fault_during_maintenance(archive_url, backend, mode, op)
+
+
+@pytest.mark.parametrize("failing", ["_parts/", ".manifest.json.zst"])
+def test_a_prune_whose_fold_fails_after_its_commit_still_succeeds(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """Once the prune's commit landed, a failed part or fold write only costs readers a few reads: the
+    prune reports what it did (it must not raise), and the pruned thread reads back from the log."""
+    monkeypatch.setattr(parts, "PART_SIZE", 2)  # so that the prune's fold seals a part
+    saved = [ckpt(s) for s in range(12)]
+    keep = ca.RetentionPolicy.keep_last(5)
+
+    def prune_with(root: str, plan: FaultPlan) -> tuple[ca.ArchiveCheckpointer, ca.PruneReport]:
+        base = ca.open_archive(root, full_snapshot_interval=INTERVAL)
+        for c in saved:
+            base.save(c)
+        faulty = ca.ArchiveCheckpointer(FaultyStore(base.store, plan), full_snapshot_interval=INTERVAL)
+        return base, faulty.prune("t", keep)
+
+    probe = FaultPlan("fail", 10**9)  # never fails: records the prune's writes, in order
+    prune_with(str(tmp_path / "probe"), probe)
+    commit = next(i for i, call in enumerate(probe.calls) if call.startswith("put_if_absent") and "/_log/" in call)
+    k = next(i for i, call in enumerate(probe.calls) if i > commit and failing in call) + 1
+    plan = FaultPlan("fail", k)
+    base, report = prune_with(str(tmp_path / "a"), plan)
+    assert plan.hit and failing in plan.calls[k - 1] and len(report.removed) == 7
+    after = ca.ArchiveCheckpointer(base.store, full_snapshot_interval=INTERVAL)
+    assert [i.checkpoint_id for i in after.list("t")] == [c.checkpoint_id for c in saved[-5:]]
+    assert after.verify().ok

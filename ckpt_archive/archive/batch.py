@@ -85,12 +85,7 @@ async def head_from_hint(
         return None
     seq = int(hint["seq"])
     logs = [layout.log_key(thread_id, seq + 1 + i) for i in range(HINT_LAG + 1)]
-    todo = chain
-    for i in range(len(chain) - 1, -1, -1):  # objects of what the state cache does not already hold
-        if cp._states.get(state_key(chain[i])) is not None:
-            todo = chain[i + 1 :]
-            break
-    keys = sorted({key for rec in todo for key in ref_keys(rec)})
+    keys = cp.chain_keys(chain[cp._cached_prefix(chain)[0] :])  # what the state cache does not hold
     probes, datas = await asyncio.gather(cp.store.get_many(logs), cp.store.get_many(keys))
     pre = Prefetched(dict(zip(keys, datas, strict=True)))
     if probes[0] is not None and probes[-1] is not None:

@@ -339,8 +339,9 @@ of a plain delta save at an even seq, so readers probe ``HINT_LAG + 1`` commits 
 
 
 def hint_due(seq: int, actions: list[dict[str, Any]]) -> bool:
-    """Must the commit ``seq`` made of ``actions`` rewrite the head hint? Always, except for one
-    delta appended at an even seq (the next commit's hint covers it)."""
+    """Must the commit ``seq`` made of ``actions`` rewrite the head hint? Always (compactions and
+    maintenance included), except for one delta appended at an even seq (the next commit's hint
+    covers it)."""
     if seq % 2 or len(actions) != 1:
         return True
     action = actions[0]

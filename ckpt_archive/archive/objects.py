@@ -71,12 +71,10 @@ def check_content(
     """A rebuilt (state, messages) must hash to the ``state_sha256`` and ``messages_sha256`` recorded
     at save (each checked where the record has it: records written before messages have neither).
     ``digest(name, raw)`` is the sha256 to use (default ``codec.sha256``)."""
+    sha = digest or (lambda _name, raw: codec.sha256(raw))
     for name, value in (("state", content[0]), ("messages", content[1])):
         want = record.get(f"{name}_sha256")
-        if (
-            want is not None
-            and (digest(name, codec.dumps(value)) if digest else codec.sha256(codec.dumps(value))) != want
-        ):
+        if want is not None and sha(name, codec.dumps(value)) != want:
             raise DigestMismatch(
                 f"rebuilt {name} differ from the {name}_sha256 recorded when it was saved"
                 if name == "messages"

@@ -33,6 +33,19 @@ class StateReader(ManifestReader):
         while len(self._states) > self._state_cache:
             self._states.popitem(last=False)
 
+    def _cached_prefix(self, chain: list[Record]) -> tuple[int, Content | None]:
+        """(index after the newest record of ``chain`` whose content is cached, that content)."""
+        for i in range(len(chain) - 1, -1, -1):
+            cached = self._states.get(state_key(chain[i]))
+            if cached is not None:
+                return i + 1, cached
+        return 0, None
+
+    @staticmethod
+    def chain_keys(records: list[Record]) -> list[str]:
+        """The objects (snapshots, pages, segments) that ``records`` need, each once."""
+        return sorted({key for rec in records for key in ref_keys(rec)})
+
     async def _materialize(self, thread_id: str, chain: list[Record], inline: dict[str, Delta]) -> dict[str, Any]:
         """The state at the end of ``chain`` (``_materialize_content`` has the messages too)."""
         return (await self._materialize_content(thread_id, chain, inline))[0]
@@ -45,15 +58,10 @@ class StateReader(ManifestReader):
         prefetched: Prefetched | None = None,
     ) -> Content:
         """``prefetched`` carries objects (and parsed segments) shared by the chains of a batch."""
-        messages: list[Any] = []
-        start, state = 0, None
-        for i in range(len(chain) - 1, -1, -1):
-            cached = self._states.get(state_key(chain[i]))
-            if cached is not None:
-                start, (state, messages) = i + 1, cached
-                break
+        start, cached = self._cached_prefix(chain)
+        state, messages = cached if cached is not None else (None, [])
         todo = chain[start:]
-        keys = sorted({key for rec in todo for key in ref_keys(rec)})
+        keys = self.chain_keys(todo)
         pre = prefetched if prefetched is not None else Prefetched()
         missing = [k for k in keys if k not in pre.datas]
         datas = {k: pre.datas[k] for k in keys if k in pre.datas}

@@ -94,7 +94,7 @@ class ArchiveWriter(StateReader):
             self._read_at[thread_id] = time.monotonic()
             self._remember(f"{cid}@1", content)
             compacted = any(a["action"] == "compact" for a in actions)
-            await self._publish(new, compacted=compacted, hint=compacted or hint_due(new.seq, actions))
+            await self._publish(new, compacted=compacted, hint=hint_due(new.seq, actions))
         return cid
 
     async def _prepare(
@@ -228,19 +228,22 @@ class ArchiveWriter(StateReader):
             await self.store.put(key, doc)  # left over from a save that never committed
 
     async def _publish(self, m: Manifest, *, compacted: bool, hint: bool = True, fold_first: bool = False) -> None:
-        """After a commit: rewrite the hint (unless ``hint_due`` says the next commit will); after a
-        compaction also fold the manifest. ``fold_first`` (maintenance, where latency does not matter):
-        the hint then names the new fold, so a gc run right after can collect the log before it."""
+        """After a commit: rewrite the hint unless ``hint`` is False (``hint_due``: the next commit
+        will); after a compaction also fold the manifest. ``fold_first`` (maintenance, where latency
+        does not matter): the hint then names the new fold, so a gc run right after can collect the
+        log before it."""
         # The commit already landed: a failed hint, part or fold only costs readers a few more
         # reads (they probe past the hint and rebuild from the log), so none of it is an error.
+        results: list[Any] = []
         if compacted and fold_first:
-            await self._fold(m)
+            results += await asyncio.gather(self._fold(m), return_exceptions=True)
         tasks: list[Any] = []
-        if hint or compacted:  # built now: it names the newest fold written so far
+        if hint:  # built now: it names the newest fold written so far
             tasks.append(self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id))))
         if compacted and not fold_first:
             tasks.append(self._fold(m))
-        for result in await asyncio.gather(*tasks, return_exceptions=True):
+        results += await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
             if isinstance(result, BaseException) and not isinstance(result, Exception):
                 raise result  # a crash/cancellation is not swallowed
 

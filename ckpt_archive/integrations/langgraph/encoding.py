@@ -77,8 +77,7 @@ class SerdeCodec:
             self.raw[text] = data
 
     def dumps(self, value: Any) -> Blob:
-        typ, data = self.serde.dumps_typed(value)
-        return [typ, base64.b64encode(data).decode("ascii")]
+        return _blob(*self.serde.dumps_typed(value))
 
     def loads(self, blob: Any) -> Any:
         return self.loads_many([blob])[0]
@@ -118,7 +117,7 @@ class SerdeCodec:
             if same_type and raw is not None and raw.get(prior[1]) == data:
                 items.append(prior)
                 continue
-            blob: Blob = [typ, base64.b64encode(data).decode("ascii")]
+            blob = _blob(typ, data)
             self._keep(blob[1], data)
             # a non-deterministic serde (encryption): an element equal to the old one keeps its encoding
             if prior is not None and blob != prior and _same(self.loads(prior), element):
@@ -131,6 +130,10 @@ class SerdeCodec:
             items = entry.get("items", [])
             return self.loads_many(items if type(items) is list else [items])
         return self.loads(entry)
+
+
+def _blob(typ: str, data: bytes) -> Blob:
+    return [typ, base64.b64encode(data).decode("ascii")]
 
 
 def _same(a: Any, b: Any) -> bool:

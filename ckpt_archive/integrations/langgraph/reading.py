@@ -225,8 +225,7 @@ class SaverReads:
                 if hint is not None and head is not None and is_top(head):
                     # the hint's head is LangGraph's latest if no commit followed it: no manifest read
                     fast = await head_from_hint(self.archive, at, hint)
-                    top = None if fast is None else record_info(at, fast[0])
-                    if fast is not None and top is not None and is_top(top):
+                    if fast is not None and is_top(top := record_info(at, fast[0])):
                         state = fast[1][0]
                         self.remember(top.checkpoint_id, state)
                         if (at, lg_ids(top)[0]) not in reads.early:  # the hint trailed the log by one put
