@@ -96,8 +96,8 @@ def apply(old: dict[str, Any], delta: Delta) -> dict[str, Any]:
     root = dict(old)
     copied: set[int] = {id(root)}
     for op in delta:
-        kind, path = op.get("op"), op.get("path")
-        if kind not in OPS or not isinstance(path, list) or not path:
+        kind, path = (op.get("op"), op.get("path")) if isinstance(op, dict) else (None, None)
+        if not isinstance(kind, str) or kind not in OPS or not isinstance(path, list) or not path:
             raise BrokenChain(f"delta has a malformed operation: {_short(op)}")
         parent = root
         for key in path[:-1]:

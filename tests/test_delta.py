@@ -65,6 +65,10 @@ def test_json_types_kept_apart() -> None:
         [{"op": "del", "path": ["missing"]}],
         [{"op": "append", "path": ["a"], "value": [1]}],
         [{"op": "set", "path": ["a", "b"], "value": 1}],
+        [{"op": [], "path": ["a"]}],  # unhashable op names
+        [{"op": {"set": 1}, "path": ["a"]}],
+        [["set", ["a"], 1]],  # an op that is not an object
+        [None],
     ],
 )
 def test_bad_delta_is_a_typed_error(delta: list[dict[str, Any]]) -> None:

@@ -131,7 +131,7 @@ class Manifest:
         check_commit(doc, self.thread_id)
         for action in doc.get("actions", []):
             kind = action.get("action")
-            if kind not in KNOWN_ACTIONS:
+            if not isinstance(kind, str) or kind not in KNOWN_ACTIONS:
                 raise UnsupportedFormatVersion(
                     f"commit {doc['seq']} of thread {self.thread_id!r} has unknown action {kind!r}"
                 )

@@ -39,7 +39,8 @@ def check_object_key(key: Any, thread_id: str, folder: str) -> None:
 
 
 def _ref(ref: Any, thread_id: str) -> None:
-    _need(isinstance(ref, dict) and ref.get("type") in REF_TYPES, "ref has an unknown type")
+    _need(isinstance(ref, dict) and isinstance(ref.get("type"), str), "ref has no type")
+    _need(ref["type"] in REF_TYPES, "ref has an unknown type")
     if ref["type"] in ("snapshot", "segment"):
         check_object_key(ref.get("key"), thread_id, "snapshots" if ref["type"] == "snapshot" else "deltas")
         _need(isinstance(ref.get("sha256"), str) and bool(_SHA256.fullmatch(ref["sha256"])), "ref sha256")
@@ -96,6 +97,7 @@ def check_commit(doc: dict[str, Any], thread_id: str, key: str | None = None) ->
         assert isinstance(actions, list)
         for action in actions:
             _need(isinstance(action, dict), "action is not an object")
+            _need(isinstance(action.get("action"), str), "action has no name")
             if action.get("action") == "add":
                 _record(action.get("record"), thread_id)
                 _need(isinstance(action.get("ops", []), list), "ops is not a list")
