@@ -272,8 +272,7 @@ _FIELDS = st.sampled_from(["type", "action", "op", "path", "key", "id", "kind", 
 @given(
     doc=st.recursive(
         st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=8),
-        lambda inner: st.lists(inner, max_size=4)
-        | st.dictionaries(_FIELDS | st.text(max_size=8), inner, max_size=4),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_FIELDS | st.text(max_size=8), inner, max_size=4),
         max_leaves=20,
     )
 )
