@@ -7,8 +7,12 @@ hostile object cannot exhaust memory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
 from typing import Any
 
 import orjson
@@ -43,22 +47,112 @@ def json_copy(value: Any, where: str = "state") -> Any:
     return json_copy_raw(value, where)[0]
 
 
-def json_copy_raw(value: Any, where: str = "state") -> tuple[Any, bytes]:
-    """``json_copy`` and the canonical bytes it was made from (``dumps(value)``, without a second pass)."""
+def json_copy_raw(value: Any, where: str = "state", slot: Hashable | None = None) -> tuple[Any, bytes]:
+    """``json_copy`` and the canonical bytes it was made from (``dumps(value)``, without a second pass).
+
+    ``slot`` names a series of values that mostly grow (a thread's states): the copy made for the
+    slot last time lends its unchanged parts, so only what changed is parsed (see ``_reuse``).
+    """
     try:
         wrapped: Any = value
         for _ in range(_MARGIN):
             wrapped = [wrapped]
-        raw = dumps(wrapped)
-        copy = orjson.loads(raw)  # canonical: the copy's keys are sorted, as stored
-        if copy == wrapped:
-            for _ in range(_MARGIN):
-                copy = copy[0]
-            return copy, raw[_MARGIN:-_MARGIN]
+        raw = dumps(wrapped)[_MARGIN:-_MARGIN]
+        last = None if slot is None else _copies.get(slot)
+        copy: Any = _MISSING
+        texts: dict[int, bytes] = {}
+        if last is not None:
+            with contextlib.suppress(_NotSure):
+                copy = last[1] if raw == last[0] else _reuse(last[1], value, last[2], texts)
+                texts = last[2] if copy is last[1] else texts
+        if copy is _MISSING:
+            copy = orjson.loads(raw)  # canonical: the copy's keys are sorted, as stored
+        # the copy is plain JSON whose canonical text is ``raw``, so this is "loads(dumps(value)) == value"
+        if copy == value:
+            if slot is not None:
+                _copies.put(slot, raw, copy, texts)
+            return copy, raw
     except (TypeError, orjson.JSONEncodeError, RecursionError):
         pass
     _walk(value, where, 0)
     raise InvalidState(f"{where}: does not round-trip through JSON")
+
+
+class _NotSure(Exception):
+    """``_reuse`` met something only the full round trip can judge."""
+
+
+_MISSING: Any = object()
+
+
+def _reuse(base: Any, value: Any, known: dict[int, bytes], texts: dict[int, bytes]) -> Any:
+    """A plain-JSON copy of ``value`` that shares the parts of ``base`` (an earlier copy) whose
+    canonical text is unchanged: an unchanged list is ``base``'s, a list that grew is ``base``'s items
+    plus the parsed new ones. Only exact JSON types are copied here; anything else is ``_NotSure``.
+
+    ``known``: the canonical text of lists of ``base`` by id (``base`` keeps them alive); ``texts`` is
+    filled with those of the copy's lists. Callers have already dumped ``value`` whole, which refused
+    what orjson refuses (non-string keys, huge ints, lone surrogates, depth), so an exact str, int or
+    bool is its own copy.
+    """
+    kind = type(value)
+    if kind is dict:
+        if type(base) is not dict:
+            return orjson.loads(dumps(value))
+        out = {  # in canonical (sorted) key order, as ``loads`` of the text would give
+            k: _reuse(base[k], value[k], known, texts) if k in base else orjson.loads(dumps(value[k]))
+            for k in sorted(value)
+        }
+        same = len(out) == len(base) and all(v is base.get(k, _MISSING) for k, v in out.items())
+        return base if same else out
+    if kind is list:
+        if type(base) is not list or not base:
+            return orjson.loads(dumps(value))
+        old, new = known.get(id(base)) or dumps(base), dumps(value)
+        if old == new:
+            copy = base
+        elif new.startswith(old[:-1]) and new[len(old) - 1 : len(old)] == b",":  # see delta._diff_list
+            copy = base + orjson.loads(b"[" + new[len(old) :])
+        else:
+            copy = orjson.loads(new)
+        texts[id(copy)] = new
+        return copy
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float and math.isfinite(value):
+        return value
+    raise _NotSure
+
+
+class _Copies:
+    """The last copy made for each of a few slots, bounded in count and in bytes of canonical text.
+
+    A hit is only a base to compare against (``_reuse`` checks the text of every part it keeps), so
+    a stale or foreign entry costs time, never correctness. Entries are shared, never mutated.
+    """
+
+    def __init__(self, slots: int = 16, max_bytes: int = 32 << 20) -> None:
+        self._slots, self._max_bytes, self._bytes = slots, max_bytes, 0
+        self._entries: OrderedDict[Hashable, tuple[bytes, Any, dict[int, bytes]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, slot: Hashable) -> tuple[bytes, Any, dict[int, bytes]] | None:
+        with self._lock:
+            return self._entries.get(slot)
+
+    def put(self, slot: Hashable, raw: bytes, copy: Any, texts: dict[int, bytes]) -> None:
+        with self._lock:
+            old = self._entries.pop(slot, None)
+            self._bytes -= 0 if old is None else len(old[0])
+            if len(raw) > self._max_bytes // 2:
+                return
+            self._entries[slot] = (raw, copy, texts)
+            self._bytes += len(raw)
+            while len(self._entries) > self._slots or self._bytes > self._max_bytes:
+                self._bytes -= len(self._entries.popitem(last=False)[1][0])
+
+
+_copies = _Copies()
 
 
 def _walk(value: Any, where: str, _depth: int) -> None:

@@ -18,6 +18,7 @@ which Python's ``==`` would conflate.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import orjson
@@ -82,6 +83,10 @@ def _diff_list(before: list[Any], value: list[Any], path: list[str], ops: Delta)
     ``[a1,...,an,`` is a prefix of the text of ``value`` exactly when ``value`` starts with the n
     items of ``before`` (as JSON) and has more: JSON values end where their text says, and the comma
     rules out a number that merely starts like one of ``before``'s."""
+    if before and len(value) >= len(before) and all(map(operator.is_, before, value)):  # same objects: same JSON
+        if len(value) > len(before):
+            ops.append({"op": "append", "path": path, "value": value[len(before) :]})
+        return
     old, new = _canonical(before), _canonical(value)
     if old == new:
         return

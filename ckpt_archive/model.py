@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .codec import check_json, dumps, sha256
+from .codec import check_json, dumps, json_copy_raw, sha256
 from .errors import (
     BindingMismatch,
     CheckpointError,
@@ -157,15 +157,18 @@ class Checkpoint(BaseModel):
     def _json(cls, v: Any, info: Any) -> Any:
         if not isinstance(v, dict):
             raise InvalidState(f"{info.field_name} must be a dict with string keys, got {type(v).__name__}")
-        check_json(v, info.field_name)
+        if info.field_name == "state":  # states of a thread mostly grow: check what changed (codec._reuse)
+            json_copy_raw(v, "state", slot=("state", info.data.get("thread_id")))
+        else:
+            check_json(v, info.field_name)
         return v
 
     @field_validator("messages", mode="before")
     @classmethod
-    def _messages(cls, v: Any) -> Any:
+    def _messages(cls, v: Any, info: Any) -> Any:
         if not isinstance(v, list):
             raise InvalidState(f"messages must be a list, got {type(v).__name__}")
-        check_json(v, "messages")
+        json_copy_raw(v, "messages", slot=("messages", info.data.get("thread_id")))
         return v
 
     @field_validator("created_at")

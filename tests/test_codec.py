@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
+from datetime import datetime
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ckpt_archive as ca
 from ckpt_archive import codec
 
 # each step turns the previous input into the next: grow it, change a byte, cut it, or start afresh
@@ -62,3 +66,86 @@ _json = st.recursive(
 def test_json_copy_raw_gives_the_canonical_bytes(value: Any) -> None:
     copy, raw = codec.json_copy_raw(value)
     assert raw == codec.dumps(value) and codec.loads(raw) == copy
+
+
+class _Level(enum.IntEnum):
+    ONE = 1
+
+
+class _Dict(dict[str, Any]):
+    pass
+
+
+# values JSON text cannot tell from a plain one; the round trip check must refuse or keep each as today
+_odd = st.sampled_from(
+    [(1, 2), [1, 2], float("nan"), None, _Level.ONE, 1, 1.0, True, "x", _Dict(a=1), {"a": 1}, datetime(2026, 1, 1)]
+)
+
+
+def _containers(value: Any) -> list[Any]:
+    out, todo = [], [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict | list):
+            out.append(v)
+            todo.extend(v.values() if isinstance(v, dict) else v)
+    return out
+
+
+def _exact(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return list(a) == list(b) and all(_exact(a[k], b[k]) for k in a)  # key order too
+    if type(a) is list:
+        return len(a) == len(b) and all(map(_exact, a, b))
+    return bool(a == b)
+
+
+def _round_trip(value: Any) -> tuple[Any, bytes] | None:
+    """The definition ``json_copy_raw`` implements: (copy, bytes) when the value survives JSON exactly."""
+    try:
+        raw = codec.dumps(value)
+    except TypeError:
+        return None
+    copy = orjson.loads(raw)
+    return (copy, raw) if copy == value else None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_json_copy_with_a_slot_is_the_plain_round_trip_check(data: st.DataObject) -> None:
+    """A series of mostly-growing states, mutated in place or not, some with values JSON cannot hold:
+    with a slot, every outcome (refusal, copy, bytes) is the one without, and the copy is private."""
+    slot = ("state", "prop")
+    codec._copies.put(slot, b"", None, {})  # nothing from earlier examples
+    state: dict[str, Any] = {"log": [], "meta": {"n": 0, "tags": []}}
+    for _ in range(data.draw(st.integers(1, 12))):
+        kind = data.draw(st.sampled_from(["append", "append", "grow-copy", "set", "odd", "odd-set", "poke", "drop"]))
+        where = data.draw(st.sampled_from([("log",), ("meta", "tags"), ("meta", "deep")]))
+        parent = state if len(where) == 1 else state["meta"]
+        target = parent.get(where[-1])
+        if kind == "append" and isinstance(target, list):
+            target.append(data.draw(_json))  # in place: the slot's copy must not follow
+        elif kind == "grow-copy" and isinstance(target, list):
+            parent[where[-1]] = [*target, data.draw(_json)]
+        elif kind == "set":
+            parent[where[-1]] = data.draw(_json)
+        elif kind == "odd-set":
+            parent[where[-1]] = data.draw(_odd)
+        elif kind == "odd":
+            parent[where[-1]] = [*(target if isinstance(target, list) else []), data.draw(_odd)]
+        elif kind == "poke" and isinstance(target, list) and target:
+            target[data.draw(st.integers(0, len(target) - 1))] = data.draw(_odd)
+        elif kind == "drop":
+            parent.pop(where[-1], None)
+        expected = _round_trip(state)
+        if expected is None:
+            with pytest.raises(ca.InvalidState):
+                codec.json_copy_raw(state, slot=slot)
+            continue
+        copy, raw = codec.json_copy_raw(state, slot=slot)
+        assert raw == expected[1] and _exact(copy, expected[0])
+        mine = {id(c) for c in _containers(state)}
+        assert not any(id(c) in mine for c in _containers(copy))

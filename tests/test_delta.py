@@ -98,3 +98,14 @@ def test_list_diff_appends_only_when_the_old_items_lead(before: list[Any], after
     assert json_equal(ca.apply({"l": before}, ops), {"l": after})
     if kind == "append":
         assert ops[0]["value"] == after[len(before) :]
+
+
+def test_a_list_that_shares_its_items_with_the_old_one_is_an_append() -> None:
+    """Items that are the very objects of the old list are the old items (no text needed to tell)."""
+    first, second = {"role": "user", "content": "hi"}, {"role": "ai", "content": "hello"}
+    old = {"messages": [first]}
+    new = {"messages": [first, second]}
+    assert ca.diff(old, new) == [{"op": "append", "path": ["messages"], "value": [second]}]
+    assert ca.diff(new, {"messages": [first, second]}) == []
+    assert ca.diff(new, {"messages": [second, first]})[0]["op"] == "set"
+    assert ca.apply(old, ca.diff(old, new)) == new
