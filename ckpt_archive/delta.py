@@ -29,6 +29,7 @@ Op = dict[str, Any]
 Delta = list[Op]
 OPS = frozenset({"set", "del", "append"})
 MESSAGES = "messages"
+_WALK_KEYS = 32
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -69,9 +70,14 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: list[str], ops: D
         if type(before) is list and type(value) is list and before is not value:
             _diff_list(before, value, sub, ops)
             continue
-        if json_equal(before, value):
+        if before is value:
             continue
-        if type(before) is dict and type(value) is dict and value:
+        both = type(before) is dict and type(value) is dict and value
+        if both and len(value) <= _WALK_KEYS:  # walking a small dict beats serialising both sides whole
+            _diff_dict(before, value, sub, ops)
+        elif json_equal(before, value):
+            continue
+        elif both:
             _diff_dict(before, value, sub, ops)
         else:
             ops.append({"op": "set", "path": sub, "value": value})
