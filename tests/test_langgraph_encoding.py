@@ -85,3 +85,20 @@ def test_missing_thread_id_is_a_typed_error() -> None:
         saver.get_tuple({"configurable": {}})
     with pytest.raises(ca.InvalidIdentifier):
         saver.put_writes({"configurable": {"thread_id": "t"}}, [("a", 1)], "task")
+
+
+@pytest.mark.parametrize("text", ["not base64!", "YWJj\n", "YWJ", "Y=Jj", "\u00e9\u00e9\u00e9\u00e9"])
+def test_a_stored_value_that_is_not_base64_is_a_typed_error(text: str) -> None:
+    """A blob that is not strict base64 (bad characters, bad padding) is refused, with or without the cache."""
+    for codec in (CODEC, SerdeCodec(JsonPlusSerializer(pickle_fallback=False), {})):
+        with pytest.raises(ca.CheckpointError, match="not base64"):
+            codec.loads_many([["msgpack", text]])
+
+
+@given(st.binary(max_size=300))
+def test_blob_text_is_standard_base64(data: bytes) -> None:
+    import base64
+
+    typ, text = CODEC.dumps(data)
+    assert base64.b64decode(text, validate=True) == CODEC.serde.dumps_typed(data)[1]
+    assert CODEC.loads([typ, text]) == data

@@ -21,8 +21,10 @@ a list that grew by appending keeps its old elements' encodings, so the delta is
 
 from __future__ import annotations
 
-import base64
+import binascii
 from typing import Any
+
+import pybase64  # SIMD base64: decoding a 1,000-message history was a fifth of a load
 
 from ...codec import check_json, json_copy
 from ...errors import CheckpointError, InvalidState
@@ -88,14 +90,10 @@ class SerdeCodec:
         for blob in blobs:
             if not (type(blob) is list and len(blob) == 2 and type(blob[0]) is str and type(blob[1]) is str):
                 raise CheckpointError(f"stored LangGraph value is malformed: {str(blob)[:100]}")
-            data: bytes | None
-            if raw is None:
-                data = base64.b64decode(blob[1])
-            else:
-                data = raw.get(blob[1])
-                if data is None:
-                    data = base64.b64decode(blob[1])
-                    self._keep(blob[1], data)
+            data = None if raw is None else raw.get(blob[1])
+            if data is None:
+                data = _unbase64(blob[1])
+                self._keep(blob[1], data)
             out.append(loads_typed((blob[0], data)))
         return out
 
@@ -133,7 +131,14 @@ class SerdeCodec:
 
 
 def _blob(typ: str, data: bytes) -> Blob:
-    return [typ, base64.b64encode(data).decode("ascii")]
+    return [typ, pybase64.b64encode_as_string(data)]
+
+
+def _unbase64(text: str) -> bytes:
+    try:
+        return pybase64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise CheckpointError(f"stored LangGraph value is not base64: {text[:100]!r}") from None
 
 
 def _same(a: Any, b: Any) -> bool:
