@@ -106,22 +106,28 @@ class SerdeCodec:
         if type(value) is not list:
             return self.dumps(value)
         old_items = old.get("items") if isinstance(old, dict) else None
-        raw, dumps_typed = self.raw, self.serde.dumps_typed
+        priors: list[Any] = old_items if type(old_items) is list else []
+        known, dumps_typed = self.raw if self.raw is not None else {}, self.serde.dumps_typed
         items: list[Blob] = []
-        for i, element in enumerate(value):
+        append = items.append
+        for element, prior in zip(value, priors):  # (one tight loop: it runs for every message, every put)
             typ, data = dumps_typed(element)
-            prior: Any = old_items[i] if old_items is not None and i < len(old_items) else None
-            same_type = type(prior) is list and len(prior) == 2 and prior[0] == typ
-            if same_type and raw is not None and raw.get(prior[1]) == data:
-                items.append(prior)
-                continue
-            blob = _blob(typ, data)
-            self._keep(blob[1], data)
-            # a non-deterministic serde (encryption): an element equal to the old one keeps its encoding
-            if prior is not None and blob != prior and _same(self.loads(prior), element):
-                blob = prior
-            items.append(blob)
+            if type(prior) is list and len(prior) == 2 and prior[0] == typ and known.get(prior[1]) == data:
+                append(prior)
+            else:
+                append(self._encode(typ, data, element, prior))
+        for element in value[len(priors) :]:
+            typ, data = dumps_typed(element)
+            append(self._encode(typ, data, element, None))
         return {"items": items}
+
+    def _encode(self, typ: str, data: bytes, element: Any, prior: Any) -> Blob:
+        blob = _blob(typ, data)
+        self._keep(blob[1], data)
+        # a non-deterministic serde (encryption): an element equal to the old one keeps its encoding
+        if prior is not None and blob != prior and _same(self.loads(prior), element):
+            return prior  # type: ignore[no-any-return]
+        return blob
 
     def decode_channel(self, entry: Any) -> Any:
         if isinstance(entry, dict):
