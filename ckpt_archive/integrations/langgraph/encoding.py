@@ -110,7 +110,7 @@ class SerdeCodec:
         known, dumps_typed = self.raw if self.raw is not None else {}, self.serde.dumps_typed
         items: list[Blob] = []
         append = items.append
-        for element, prior in zip(value, priors):  # (one tight loop: it runs for every message, every put)
+        for element, prior in zip(value, priors, strict=False):  # a tight loop: every message, every put
             typ, data = dumps_typed(element)
             if type(prior) is list and len(prior) == 2 and prior[0] == typ and known.get(prior[1]) == data:
                 append(prior)
