@@ -54,16 +54,17 @@ def json_copy_raw(value: Any, where: str = "state", slot: Hashable | None = None
     slot last time lends its unchanged parts, so only what changed is parsed (see ``_reuse``).
     """
     try:
-        wrapped: Any = value
-        for _ in range(_MARGIN):
-            wrapped = [wrapped]
-        raw = dumps(wrapped)[_MARGIN:-_MARGIN]
         last = None if slot is None else _copies.get(slot)
+        parts = _parts(value) if last is not None else None
+        if parts is None:
+            raw = _dumps_within_depth(value, 0)
+        else:  # the same bytes as ``dumps(value)``, and the text of each part for ``_reuse``
+            raw = b"{" + b",".join(dumps(k) + b":" + text for k, text in parts.items()) + b"}"
         copy: Any = _MISSING
         texts: dict[int, bytes] = {}
         if last is not None:
             with contextlib.suppress(_NotSure):
-                copy = last[1] if raw == last[0] else _reuse(last[1], value, last[2], texts)
+                copy = last[1] if raw == last[0] else _reuse(last[1], value, last[2], texts, parts)
                 texts = last[2] if copy is last[1] else texts
         if copy is _MISSING:
             copy = orjson.loads(raw)  # canonical: the copy's keys are sorted, as stored
@@ -78,6 +79,24 @@ def json_copy_raw(value: Any, where: str = "state", slot: Hashable | None = None
     raise InvalidState(f"{where}: does not round-trip through JSON")
 
 
+def _dumps_within_depth(value: Any, level: int) -> bytes:
+    """``dumps(value)`` for a value ``level`` containers deep, refusing more than MAX_DEPTH in all."""
+    wrapped, margin = value, _MARGIN + level
+    for _ in range(margin):
+        wrapped = [wrapped]
+    return dumps(wrapped)[margin:-margin]
+
+
+_PART_KEYS = 64
+
+
+def _parts(value: Any) -> dict[str, bytes] | None:
+    """The canonical text of each value of a small dict with plain string keys, in key order."""
+    if type(value) is not dict or len(value) > _PART_KEYS or not all(type(k) is str for k in value):
+        return None
+    return {k: _dumps_within_depth(value[k], 1) for k in sorted(value)}
+
+
 class _NotSure(Exception):
     """``_reuse`` met something only the full round trip can judge."""
 
@@ -85,30 +104,41 @@ class _NotSure(Exception):
 _MISSING: Any = object()
 
 
-def _reuse(base: Any, value: Any, known: dict[int, bytes], texts: dict[int, bytes]) -> Any:
+def _reuse(
+    base: Any,
+    value: Any,
+    known: dict[int, bytes],
+    texts: dict[int, bytes],
+    parts: dict[str, bytes] | None = None,
+    text: bytes | None = None,
+) -> Any:
     """A plain-JSON copy of ``value`` that shares the parts of ``base`` (an earlier copy) whose
     canonical text is unchanged: an unchanged list is ``base``'s, a list that grew is ``base``'s items
     plus the parsed new ones. Only exact JSON types are copied here; anything else is ``_NotSure``.
 
     ``known``: the canonical text of lists of ``base`` by id (``base`` keeps them alive); ``texts`` is
-    filled with those of the copy's lists. Callers have already dumped ``value`` whole, which refused
-    what orjson refuses (non-string keys, huge ints, lone surrogates, depth), so an exact str, int or
-    bool is its own copy.
+    filled with those of the copy's lists. ``text``, ``parts``: the canonical text of ``value``, of
+    each of its values, when the caller has them. Callers have already dumped ``value`` whole, which
+    refused what orjson refuses (non-string keys, huge ints, lone surrogates, depth), so an exact str,
+    int or bool is its own copy.
     """
     kind = type(value)
     if kind is dict:
         if type(base) is not dict:
-            return orjson.loads(dumps(value))
+            return orjson.loads(text if text is not None else dumps(value))
         out = {  # in canonical (sorted) key order, as ``loads`` of the text would give
-            k: _reuse(base[k], value[k], known, texts) if k in base else orjson.loads(dumps(value[k]))
+            k: _reuse(base[k], value[k], known, texts, None, parts[k] if parts else None)
+            if k in base
+            else orjson.loads(parts[k] if parts else dumps(value[k]))
             for k in sorted(value)
         }
         same = len(out) == len(base) and all(v is base.get(k, _MISSING) for k, v in out.items())
         return base if same else out
     if kind is list:
+        new = text if text is not None else dumps(value)
         if type(base) is not list or not base:
-            return orjson.loads(dumps(value))
-        old, new = known.get(id(base)) or dumps(base), dumps(value)
+            return orjson.loads(new)
+        old = known.get(id(base)) or dumps(base)
         if old == new:
             copy = base
         elif new.startswith(old[:-1]) and new[len(old) - 1 : len(old)] == b",":  # see delta._diff_list

@@ -82,6 +82,10 @@ _odd = st.sampled_from(
 )
 
 
+_STEPS = ["append", "append", "grow-copy", "set", "odd", "odd-set", "poke", "drop", "key"]
+_keys = st.text(max_size=3) | st.sampled_from(["\ud800", "\u00e9", "\U0001f600", "Z", "", "\x00", 1, ("t",)])
+
+
 def _containers(value: Any) -> list[Any]:
     out, todo = [], [value]
     while todo:
@@ -120,9 +124,9 @@ def test_json_copy_with_a_slot_is_the_plain_round_trip_check(data: st.DataObject
     with a slot, every outcome (refusal, copy, bytes) is the one without, and the copy is private."""
     slot = ("state", "prop")
     codec._copies.put(slot, b"", None, {})  # nothing from earlier examples
-    state: dict[str, Any] = {"log": [], "meta": {"n": 0, "tags": []}}
+    state: dict[Any, Any] = {"log": [], "meta": {"n": 0, "tags": []}}
     for _ in range(data.draw(st.integers(1, 12))):
-        kind = data.draw(st.sampled_from(["append", "append", "grow-copy", "set", "odd", "odd-set", "poke", "drop"]))
+        kind = data.draw(st.sampled_from(_STEPS))
         where = data.draw(st.sampled_from([("log",), ("meta", "tags"), ("meta", "deep")]))
         parent = state if len(where) == 1 else state["meta"]
         target = parent.get(where[-1])
@@ -140,6 +144,8 @@ def test_json_copy_with_a_slot_is_the_plain_round_trip_check(data: st.DataObject
             target[data.draw(st.integers(0, len(target) - 1))] = data.draw(_odd)
         elif kind == "drop":
             parent.pop(where[-1], None)
+        elif kind == "key":  # top-level keys in any order, some that sort oddly or are not valid
+            state[data.draw(_keys)] = data.draw(_json)
         expected = _round_trip(state)
         if expected is None:
             with pytest.raises(ca.InvalidState):
@@ -149,3 +155,11 @@ def test_json_copy_with_a_slot_is_the_plain_round_trip_check(data: st.DataObject
         assert raw == expected[1] and _exact(copy, expected[0])
         mine = {id(c) for c in _containers(state)}
         assert not any(id(c) in mine for c in _containers(copy))
+
+
+@pytest.mark.parametrize("bad", [{1: "a"}, {("t",): 1}, {"a": 1, 2: "b"}, {"\ud800": 1}])
+def test_a_slot_never_lets_a_key_json_cannot_hold_through(bad: dict[Any, Any]) -> None:
+    slot = ("state", "keys")
+    codec.json_copy_raw({"a": 1}, slot=slot)  # the slot has a copy to build on
+    with pytest.raises(ca.InvalidState, match="key"):
+        codec.json_copy_raw(bad, slot=slot)
