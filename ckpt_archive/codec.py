@@ -161,7 +161,7 @@ class _Copies:
     a stale or foreign entry costs time, never correctness. Entries are shared, never mutated.
     """
 
-    def __init__(self, slots: int = 16, max_bytes: int = 32 << 20) -> None:
+    def __init__(self, slots: int = 8, max_bytes: int = 16 << 20) -> None:
         self._slots, self._max_bytes, self._bytes = slots, max_bytes, 0
         self._entries: OrderedDict[Hashable, tuple[bytes, Any, dict[int, bytes]]] = OrderedDict()
         self._lock = threading.Lock()

@@ -163,3 +163,17 @@ def test_a_slot_never_lets_a_key_json_cannot_hold_through(bad: dict[Any, Any]) -
     codec.json_copy_raw({"a": 1}, slot=slot)  # the slot has a copy to build on
     with pytest.raises(ca.InvalidState, match="key"):
         codec.json_copy_raw(bad, slot=slot)
+
+
+def test_the_copies_kept_for_slots_are_bounded() -> None:
+    copies = codec._Copies(slots=3, max_bytes=100)
+    for i in range(5):
+        copies.put(i, b"x" * 10, [i], {})
+    assert [copies.get(i) is not None for i in range(5)] == [False, False, True, True, True]  # oldest go first
+    copies.put(2, b"x" * 40, [2], {})  # replacing an entry counts its new size only
+    copies.put(5, b"x" * 45, [5], {})
+    assert copies.get(3) is None and copies.get(2) is not None  # 4: 10 + 2: 40 + 5: 45 <= 100
+    copies.put(6, b"x" * 51, [6], {})  # more than half the budget: not kept, and nothing evicted for it
+    assert copies.get(6) is None and copies.get(5) is not None
+    copies.put(5, b"x" * 51, [5], {})  # an entry that grew past it is dropped, not left stale
+    assert copies.get(5) is None
