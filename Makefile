@@ -46,6 +46,7 @@ lint: $(STAMP)
 # Every benchmark script; tables and plots land in benchmarks/results/. BENCH_ARGS for bench_peers (e.g. --full).
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_save_cpu.py
 	$(PY) benchmarks/bench_peers.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_graph.py
 	$(PY) benchmarks/bench_langgraph.py

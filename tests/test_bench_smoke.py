@@ -48,3 +48,12 @@ def test_peer_benchmark_smoke_local(tmp_path: Path) -> None:
     for store in installed:
         assert f"| {store} |" in md
     assert (tmp_path / "w1_bytes.png").stat().st_size > 1000
+
+
+def test_save_cpu_benchmark_smoke(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(BENCH / "bench_save_cpu.py"), "--steps", "120", "--out", str(tmp_path)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
+    md = (tmp_path / "save_cpu.md").read_text()
+    assert "| Checkpoint.new (JSON check), CPU |" in md and "| native save, wall |" in md
+    if available("ArchiveSaver"):
+        assert "| ArchiveSaver put, wall |" in md
