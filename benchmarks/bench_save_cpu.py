@@ -61,7 +61,7 @@ def whole_saves(store: str, data: list[dict[str, Any]], root: str) -> list[dict[
 
 def report(rows: list[dict[str, Any]], steps: int) -> str:
     out = [
-        f"W1 on local disk, {steps} steps (one ~1 KB message per step): mean ms per save over the first and "
+        f"W1 on local disk, {steps:,} steps (one ~1 KB message per step): mean ms per save over the first and "
         "the last 100 saves.",
         "",
         "| what | first 100 ms | last 100 ms | last / first |",
