@@ -38,7 +38,7 @@ def check_only(data: list[dict[str, Any]]) -> list[dict[str, Any]]:
         t0 = time.process_time()
         ckpt = ca.Checkpoint.new("cpu-check", state, step=step)
         t1 = time.process_time()
-        codec.json_copy_raw(ckpt.state, slot=("state", ckpt.thread_id))  # what the writer does first
+        codec.json_copy_raw(ckpt.state, "state", series=ckpt.thread_id)  # what the writer does first
         t2 = time.process_time()
         built.append(t1 - t0)
         copied.append(t2 - t1)

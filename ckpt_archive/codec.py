@@ -47,12 +47,13 @@ def json_copy(value: Any, where: str = "state") -> Any:
     return json_copy_raw(value, where)[0]
 
 
-def json_copy_raw(value: Any, where: str = "state", slot: Hashable | None = None) -> tuple[Any, bytes]:
+def json_copy_raw(value: Any, where: str = "state", series: str | None = None) -> tuple[Any, bytes]:
     """``json_copy`` and the canonical bytes it was made from (``dumps(value)``, without a second pass).
 
-    ``slot`` names a series of values that mostly grow (a thread's states): the copy made for the
-    slot last time lends its unchanged parts, so only what changed is parsed (see ``_reuse``).
+    ``series`` names values that mostly grow (a thread id): the copy made last time for the same
+    ``where`` and series lends its unchanged parts, so only what changed is parsed (see ``_reuse``).
     """
+    slot = None if series is None else (where, series)
     try:
         last = None if slot is None else _copies.get(slot)
         parts = _parts(value) if last is not None else None
@@ -77,6 +78,13 @@ def json_copy_raw(value: Any, where: str = "state", slot: Hashable | None = None
         pass
     _walk(value, where, 0)
     raise InvalidState(f"{where}: does not round-trip through JSON")
+
+
+def extends(old: bytes, new: bytes) -> bool:
+    """Is ``new`` the canonical text of a list that starts with the items of the non-empty list whose
+    text is ``old``, and has more? ``[a1,...,an,`` leads ``new`` exactly then: JSON values end where
+    their text says, and the comma rules out a number that merely starts like one of the old items."""
+    return len(old) > 2 and new.startswith(old[:-1]) and new[len(old) - 1 : len(old)] == b","
 
 
 def _dumps_within_depth(value: Any, level: int) -> bytes:
@@ -141,7 +149,7 @@ def _reuse(
         old = known.get(id(base)) or dumps(base)
         if old == new:
             copy = base
-        elif new.startswith(old[:-1]) and new[len(old) - 1 : len(old)] == b",":  # see delta._diff_list
+        elif extends(old, new):
             copy = base + orjson.loads(b"[" + new[len(old) :])
         else:
             copy = orjson.loads(new)

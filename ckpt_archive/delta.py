@@ -21,8 +21,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-import orjson
-
+from .codec import dumps, extends
 from .errors import BrokenChain
 
 Op = dict[str, Any]
@@ -43,11 +42,7 @@ def json_equal(a: Any, b: Any) -> bool:
         return False
     if type(a) is not dict and type(a) is not list:
         return bool(a == b)
-    return _canonical(a) == _canonical(b)
-
-
-def _canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return dumps(a) == dumps(b)
 
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> Delta:
@@ -66,11 +61,11 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: list[str], ops: D
             ops.append({"op": "set", "path": [*path, key], "value": value})
             continue
         before = old[key]
-        sub = [*path, key]
-        if type(before) is list and type(value) is list and before is not value:
-            _diff_list(before, value, sub, ops)
-            continue
         if before is value:
+            continue
+        sub = [*path, key]
+        if type(before) is list and type(value) is list:
+            _diff_list(before, value, sub, ops)
             continue
         both = type(before) is dict and type(value) is dict and value
         if both and len(value) <= _WALK_KEYS:  # walking a small dict beats serialising both sides whole
@@ -84,19 +79,15 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: list[str], ops: D
 
 
 def _diff_list(before: list[Any], value: list[Any], path: list[str], ops: Delta) -> None:
-    """Nothing, an ``append`` or a ``set``, from one canonical text of each list.
-
-    ``[a1,...,an,`` is a prefix of the text of ``value`` exactly when ``value`` starts with the n
-    items of ``before`` (as JSON) and has more: JSON values end where their text says, and the comma
-    rules out a number that merely starts like one of ``before``'s."""
+    """Nothing, an ``append`` or a ``set``, from one canonical text of each list (``codec.extends``)."""
     if before and len(value) >= len(before) and all(map(operator.is_, before, value)):  # same objects: same JSON
         if len(value) > len(before):
             ops.append({"op": "append", "path": path, "value": value[len(before) :]})
         return
-    old, new = _canonical(before), _canonical(value)
+    old, new = dumps(before), dumps(value)
     if old == new:
         return
-    if before and new.startswith(old[:-1]) and new[len(old) - 1 : len(old)] == b",":
+    if extends(old, new):
         ops.append({"op": "append", "path": path, "value": value[len(before) :]})
     else:
         ops.append({"op": "set", "path": path, "value": value})

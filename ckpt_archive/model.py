@@ -158,7 +158,7 @@ class Checkpoint(BaseModel):
         if not isinstance(v, dict):
             raise InvalidState(f"{info.field_name} must be a dict with string keys, got {type(v).__name__}")
         if info.field_name == "state":  # states of a thread mostly grow: check what changed (codec._reuse)
-            json_copy_raw(v, "state", slot=("state", info.data.get("thread_id")))
+            json_copy_raw(v, "state", series=info.data.get("thread_id"))
         else:
             check_json(v, info.field_name)
         return v
@@ -168,7 +168,7 @@ class Checkpoint(BaseModel):
     def _messages(cls, v: Any, info: Any) -> Any:
         if not isinstance(v, list):
             raise InvalidState(f"messages must be a list, got {type(v).__name__}")
-        json_copy_raw(v, "messages", slot=("messages", info.data.get("thread_id")))
+        json_copy_raw(v, "messages", series=info.data.get("thread_id"))
         return v
 
     @field_validator("created_at")

@@ -337,14 +337,18 @@ HINT_LAG = 1
 of a plain delta save at an even seq, so readers probe ``HINT_LAG + 1`` commits past the hint."""
 
 
+def _plain_delta(actions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``add`` action when ``actions`` only add one delta kept inline (or an empty one)."""
+    if len(actions) != 1 or actions[0].get("action") != "add":
+        return None
+    return actions[0] if actions[0]["record"]["ref"]["type"] in ("inline", "empty") else None
+
+
 def hint_due(seq: int, actions: list[dict[str, Any]]) -> bool:
     """Must the commit ``seq`` made of ``actions`` rewrite the head hint? Always (compactions and
     maintenance included), except for one delta appended at an even seq (the next commit's hint
     covers it)."""
-    if seq % 2 or len(actions) != 1:
-        return True
-    action = actions[0]
-    return action.get("action") != "add" or action["record"]["ref"]["type"] not in ("inline", "empty")
+    return bool(seq % 2) or _plain_delta(actions) is None
 
 
 def appended(doc: dict[str, Any], thread_id: str, seq: int, head: str) -> tuple[Record, Delta] | None:
@@ -353,13 +357,10 @@ def appended(doc: dict[str, Any], thread_id: str, seq: int, head: str) -> tuple[
     if doc.get("type") != "commit" or doc.get("seq") != seq or doc.get("thread_id", thread_id) != thread_id:
         raise CorruptManifest(f"commit entry {seq} is out of place (seq {doc.get('seq')!r})", thread_id=thread_id)
     check_commit(doc, thread_id)
-    actions = doc["actions"]
-    if len(actions) != 1 or actions[0].get("action") != "add":
+    add = _plain_delta(doc["actions"])
+    if add is None or add["record"].get("parent") != head:
         return None
-    rec = actions[0]["record"]
-    if rec.get("parent") != head or rec["ref"]["type"] not in ("inline", "empty"):
-        return None
-    return rec, list(actions[0].get("ops", []))
+    return add["record"], list(add.get("ops", []))
 
 
 def ref_keys(rec: Record) -> dict[str, int]:

@@ -41,8 +41,8 @@ class ArchiveWriter(StateReader):
     async def _save(self, checkpoint: Checkpoint) -> str:
         # checked and privately copied once, whatever the number of commit attempts
         (state, raw_state), (messages, raw_messages) = (
-            codec.json_copy_raw(checkpoint.state, slot=("state", checkpoint.thread_id)),
-            codec.json_copy_raw(checkpoint.messages, "messages", slot=("messages", checkpoint.thread_id)),
+            codec.json_copy_raw(checkpoint.state, "state", series=checkpoint.thread_id),
+            codec.json_copy_raw(checkpoint.messages, "messages", series=checkpoint.thread_id),
         )
         content: Content = (state, messages)
         checkpoint.check_protection()
