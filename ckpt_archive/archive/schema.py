@@ -4,6 +4,7 @@ the reader touch an object outside its own thread's folder."""
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import datetime
 from typing import Any
@@ -25,60 +26,101 @@ def _need(cond: bool, what: str) -> None:
 
 
 def _int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
+
+
+@functools.lru_cache(maxsize=4096)
+def _folder_prefix(thread_id: str, folder: str) -> str:
+    return f"{layout.thread_dir(thread_id)}/{folder}/"
 
 
 def check_object_key(key: Any, thread_id: str, folder: str) -> None:
     """A payload key must name a plain object inside ``<thread dir>/<folder>/``."""
-    _need(isinstance(key, str), "object key is not a string")
-    prefix = f"{layout.thread_dir(thread_id)}/{folder}/"
-    _need(key.startswith(prefix), f"object key {key!r} is outside {prefix!r}")
+    # Runs for every record of every manifest read: messages are only formatted on failure.
+    if not isinstance(key, str):
+        raise _Bad("object key is not a string")
+    prefix = _folder_prefix(thread_id, folder)
+    if not key.startswith(prefix):
+        raise _Bad(f"object key {key!r} is outside {prefix!r}")
     name = key[len(prefix) :]
-    _need(bool(name) and "/" not in name and "\\" not in name and "\x00" not in name, f"bad object key {key!r}")
-    _need(name not in (".", ".."), f"bad object key {key!r}")
+    if not name or "/" in name or "\\" in name or "\x00" in name or name in (".", ".."):
+        raise _Bad(f"bad object key {key!r}")
 
 
 def _ref(ref: Any, thread_id: str) -> None:
-    _need(isinstance(ref, dict) and isinstance(ref.get("type"), str), "ref has no type")
-    _need(ref["type"] in REF_TYPES, "ref has an unknown type")
-    if ref["type"] in ("snapshot", "segment"):
-        check_object_key(ref.get("key"), thread_id, "snapshots" if ref["type"] == "snapshot" else "deltas")
-        _need(isinstance(ref.get("sha256"), str) and bool(_SHA256.fullmatch(ref["sha256"])), "ref sha256")
-        _need(_int(ref.get("size")) and ref["size"] >= 0, "ref size")
-    if ref["type"] == "segment":
-        _need(_int(ref.get("row_group")) and ref["row_group"] >= 0, "ref row_group")
+    kind = ref.get("type") if isinstance(ref, dict) else None
+    if not isinstance(kind, str):
+        raise _Bad("ref has no type")
+    if kind not in REF_TYPES:
+        raise _Bad("ref has an unknown type")
+    if kind == "snapshot" or kind == "segment":
+        check_object_key(ref.get("key"), thread_id, "snapshots" if kind == "snapshot" else "deltas")
+        sha = ref.get("sha256")
+        if not (isinstance(sha, str) and _SHA256.fullmatch(sha)):
+            raise _Bad("ref sha256")
+        size = ref.get("size")
+        if not (_int(size) and size >= 0):
+            raise _Bad("ref size")
+        if kind == "segment":
+            group = ref.get("row_group")
+            if not (_int(group) and group >= 0):
+                raise _Bad("ref row_group")
     pages = ref.get("pages", [])
-    _need(isinstance(pages, list), "ref pages")
+    if not isinstance(pages, list):
+        raise _Bad("ref pages")
     for page in pages:
-        _need(isinstance(page, dict) and isinstance(page.get("digest"), str), "page ref")
-        _need(bool(_SHA256.fullmatch(page["digest"])), "page digest")
+        digest = page.get("digest") if isinstance(page, dict) else None
+        if not isinstance(digest, str):
+            raise _Bad("page ref")
+        if not _SHA256.fullmatch(digest):
+            raise _Bad("page digest")
         check_object_key(page.get("key"), thread_id, "pages")
 
 
 def _record(rec: Any, thread_id: str) -> None:
-    _need(isinstance(rec, dict), "record is not an object")
-    _need(isinstance(rec.get("id"), str) and bool(rec["id"]), "record id")
-    _need(rec.get("parent") is None or isinstance(rec["parent"], str), "record parent")
-    _need(_int(rec.get("step")), "record step")
-    _need(rec.get("kind") in ("full", "delta"), "record kind")
-    _need(_int(rec.get("depth")) and rec["depth"] >= 0, "record depth")
-    _need(rec["kind"] == "full" or rec.get("parent") is not None, "delta without a parent")
-    _need(isinstance(rec.get("created_at"), str), "record created_at")
+    # Runs for every record of every manifest read: plain tests, no call per check.
+    if not isinstance(rec, dict):
+        raise _Bad("record is not an object")
+    rid, parent, kind = rec.get("id"), rec.get("parent"), rec.get("kind")
+    depth: Any = rec.get("depth")
+    created: Any = rec.get("created_at")
+    if not (isinstance(rid, str) and rid):
+        raise _Bad("record id")
+    if not (parent is None or isinstance(parent, str)):
+        raise _Bad("record parent")
+    if not _int(rec.get("step")):
+        raise _Bad("record step")
+    if not (kind == "full" or kind == "delta"):
+        raise _Bad("record kind")
+    if not (_int(depth) and depth >= 0):
+        raise _Bad("record depth")
+    if kind == "delta" and parent is None:
+        raise _Bad("delta without a parent")
+    if not isinstance(created, str):
+        raise _Bad("record created_at")
     try:
-        datetime.fromisoformat(rec["created_at"])
+        datetime.fromisoformat(created)
     except ValueError:
         raise _Bad("record created_at is not a timestamp") from None
-    _need(isinstance(rec.get("metadata", {}), dict) and isinstance(rec.get("fields", {}), dict), "record fields")
-    _need(_int(rec.get("bytes", 0)) and _int(rec.get("version", 1)), "record sizes")
+    if not (isinstance(rec.get("metadata", {}), dict) and isinstance(rec.get("fields", {}), dict)):
+        raise _Bad("record fields")
+    if not (_int(rec.get("bytes", 0)) and _int(rec.get("version", 1))):
+        raise _Bad("record sizes")
     for name in ("state_sha256", "messages_sha256"):
         sha = rec.get(name)
-        _need(sha is None or (isinstance(sha, str) and bool(_SHA256.fullmatch(sha))), f"record {name}")
+        if not (sha is None or (isinstance(sha, str) and _SHA256.fullmatch(sha))):
+            raise _Bad(f"record {name}")
     enc = rec.get("enc")
-    _need(enc is None or (isinstance(enc, dict) and isinstance(enc.get("key_id"), str)), "record enc")
-    _need(enc is None or isinstance(rec.get("state_mac"), str), "encrypted record without state_mac")
-    _need(rec.get("messages_mac") is None or isinstance(rec["messages_mac"], str), "record messages_mac")
+    if enc is not None:
+        if not (isinstance(enc, dict) and isinstance(enc.get("key_id"), str)):
+            raise _Bad("record enc")
+        if not isinstance(rec.get("state_mac"), str):
+            raise _Bad("encrypted record without state_mac")
+    if not (rec.get("messages_mac") is None or isinstance(rec["messages_mac"], str)):
+        raise _Bad("record messages_mac")
     _ref(rec.get("ref"), thread_id)
-    _need(rec["kind"] != "full" or rec["ref"]["type"] == "snapshot", "full record without a snapshot")
+    if kind == "full" and rec["ref"]["type"] != "snapshot":
+        raise _Bad("full record without a snapshot")
 
 
 def check_record(rec: Any, thread_id: str, key: str | None = None) -> None:
