@@ -171,6 +171,48 @@ def test_get_tuple_and_list_cost_constant_requests(s3_server: S3Server) -> None:
     assert costs[(6, "warm")] == costs[(21, "warm")] <= 4 and costs[(8, "warm")] <= 5, costs
 
 
+def test_list_limit_one_is_the_latest_tuple_read_like_get_tuple(s3_server: S3Server) -> None:
+    """``list(config, limit=1)`` (LangGraph's "latest" through ``get_state_history``) returns what a full
+    list starts with, at the cost of a cold ``get_tuple``: no manifest read. Filters, ``before`` and
+    configs without a namespace still select from the listing."""
+    url = s3_server.make_bucket("lg-limit-one") + "/a"
+    opts = s3_server.storage_options()
+    saver = ArchiveSaver.from_url(url, opts, full_snapshot_interval=5)
+    assert list(saver.list(_config("t"), limit=1)) == []
+    ids: list[str] = []
+    for n, step in ((6, "plain"), (1, "trailing hint"), (2, "fork"), (0, "writes")):
+        if step == "fork":  # a new branch from an older checkpoint: its head is still the greatest id
+            last = _grow(saver, "t", n, parent=_config("t", checkpoint_id=ids[2]))
+        elif step == "writes":
+            saver.put_writes(last, [("ch", {"a": 1}), ("__interrupt__", "stop")], "task-1", "p")
+        else:
+            last = _grow(saver, "t", n, parent=None if not ids else last)
+        ids = [t.config["configurable"]["checkpoint_id"] for t in saver.list(_config("t"))]
+        full = list(ArchiveSaver.from_url(url, opts).list(_config("t")))
+        costs = {}
+        for what in ("get", "list1"):
+            cold = ArchiveSaver.from_url(url, opts)
+            s3_server.reset_counts()
+            got = [cold.get_tuple(_config("t"))] if what == "get" else list(cold.list(_config("t"), limit=1))
+            costs[what] = (s3_server.total(), s3_server.requests["LIST"])
+            assert got == full[:1] and got[0] is not None and got[0].config == last, step
+        assert costs["list1"] == costs["get"], (step, costs)
+    assert full[0].pending_writes == [("task-1", "__interrupt__", "stop"), ("task-1", "ch", {"a": 1})]
+    # not the latest-only case: each of these must still select, not answer with the head
+    named = list(saver.list(_config("t", checkpoint_id=ids[3]), limit=1))
+    assert [t.config["configurable"]["checkpoint_id"] for t in named] == [ids[3]]
+    assert [t.metadata["step"] for t in saver.list(_config("t"), filter={"step": 0}, limit=1)] == [0]
+    before = list(saver.list(_config("t"), before=_config("t", checkpoint_id=ids[0]), limit=1))
+    assert [t.config["configurable"]["checkpoint_id"] for t in before] == [ids[1]]
+    no_ns = list(saver.list({"configurable": {"thread_id": "t"}}, limit=1))
+    assert [t.config["configurable"]["checkpoint_id"] for t in no_ns] == [ids[0]]
+
+    async def async_latest() -> list[CheckpointTuple]:
+        return [t async for t in ArchiveSaver.from_url(url, opts).alist(_config("t"), limit=1)]
+
+    assert asyncio.run(async_latest()) == full[:1]
+
+
 def test_cold_get_tuple_is_three_round_trips_and_list_reads_each_object_once(s3_server: S3Server) -> None:
     """get_tuple (latest, or by id) reads the writes while the manifest is read; a full list builds the
     states in one walk (no index lookups, no per-checkpoint LIST) and equals get_tuple one by one."""

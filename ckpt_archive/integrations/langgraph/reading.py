@@ -246,6 +246,23 @@ class SaverReads:
         finally:
             reads.cancel()
 
+    async def _latest_only(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> list[CheckpointTuple] | None:
+        """``list(config, limit=1)`` of one namespace of one thread, unfiltered, is ``get_tuple(config)``
+        (the greatest LangGraph id, or the one named): answered from the head hint, without reading the
+        manifest. None when the call asks for more than that."""
+        conf = (config or {}).get("configurable") or {}
+        if limit != 1 or filter or before or conf.get("thread_id") in (None, "") or conf.get("checkpoint_ns") is None:
+            return None
+        assert config is not None
+        found = await self._get_tuple(config)
+        return [] if found is None else [found]
+
     async def _select(
         self,
         config: RunnableConfig | None,

@@ -206,6 +206,10 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
+        latest = run_sync(self._latest_only(config, filter, before, limit))
+        if latest is not None:
+            yield from latest
+            return
         reads = Reads()
         for window in windows(run_sync(self._select(config, filter, before, limit, reads))):
             yield from run_sync(self.tuples(window, reads))
@@ -253,6 +257,11 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
+        latest = await run_async(self._latest_only(config, filter, before, limit))
+        if latest is not None:
+            for tup in latest:
+                yield tup
+            return
         reads = Reads()
         for window in windows(await run_async(self._select(config, filter, before, limit, reads))):
             for tup in await run_async(self.tuples(window, reads)):
