@@ -57,10 +57,8 @@ def json_copy_raw(value: Any, where: str = "state", series: str | None = None) -
     try:
         last = None if slot is None else _copies.get(slot)
         parts = _parts(value) if last is not None else None
-        if parts is None:
-            raw = _dumps_within_depth(value, 0)
-        else:  # the same bytes as ``dumps(value)``, and the text of each part for ``_reuse``
-            raw = _join_parts(parts)
+        # the same bytes as ``dumps(value)``; with ``parts``, the text of each part for ``_reuse``
+        raw = _dumps_within_depth(value, 0) if parts is None else _join_parts(parts)
         copy: Any = _MISSING
         texts: dict[int, bytes] = {}
         if last is not None:
