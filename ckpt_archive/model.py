@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -106,6 +109,24 @@ class Protection(BaseModel):
         )
 
 
+_AT_SAVE: ContextVar[bool] = ContextVar("ckpt_archive_state_checked_at_save", default=False)
+"""Set while ``Checkpoint._checked_at_save`` builds a checkpoint (per thread and task)."""
+_NONE = object()
+
+
+@contextlib.contextmanager
+def _typed_errors() -> Iterator[None]:
+    """Surface our typed error, not pydantic's wrapper."""
+    try:
+        yield
+    except ValidationError as exc:
+        for err in exc.errors():
+            original = (err.get("ctx") or {}).get("error")
+            if isinstance(original, CheckpointError):
+                raise original from None
+        raise
+
+
 class Checkpoint(BaseModel):
     """One saved step of one thread. Immutable: the ``with_*`` helpers return copies."""
 
@@ -128,14 +149,21 @@ class Checkpoint(BaseModel):
     protection: Protection | None = None
 
     def __init__(self, **data: Any) -> None:
-        try:
+        with _typed_errors():
             super().__init__(**data)
-        except ValidationError as exc:  # surface our typed error, not pydantic's wrapper
-            for err in exc.errors():
-                original = (err.get("ctx") or {}).get("error")
-                if isinstance(original, CheckpointError):
-                    raise original from None
-            raise
+
+    @classmethod
+    def _checked_at_save(cls, **data: Any) -> Checkpoint:
+        """A checkpoint whose state and messages are only checked when saved, for integrations that
+        hand it straight to ``ArchiveCheckpointer.save``. Save checks and copies both before anything
+        else, so checking them here too would be a second pass over a state that mostly grew (1 MB
+        per put for a 1,000-message chat); a non-JSON value raises the same ``InvalidState``, from
+        ``save``. Every other field is validated as in ``Checkpoint(...)``."""
+        token = _AT_SAVE.set(True)
+        try:
+            return cls(**data)
+        finally:
+            _AT_SAVE.reset(token)
 
     @field_validator("thread_id", mode="before")
     @classmethod
@@ -157,6 +185,11 @@ class Checkpoint(BaseModel):
     def _json(cls, v: Any, info: Any) -> Any:
         if not isinstance(v, dict):
             raise InvalidState(f"{info.field_name} must be a dict with string keys, got {type(v).__name__}")
+        if info.field_name == "state" and _AT_SAVE.get():  # the top level only: the field's own type
+            bad = next((k for k in v if not isinstance(k, str)), _NONE)
+            if bad is not _NONE:
+                raise InvalidState(f"state: key {bad!r} is not a string")
+            return v
         if info.field_name == "state":  # states of a thread mostly grow: check what changed (codec._reuse)
             json_copy_raw(v, "state", series=info.data.get("thread_id"))
         else:
@@ -168,6 +201,8 @@ class Checkpoint(BaseModel):
     def _messages(cls, v: Any, info: Any) -> Any:
         if not isinstance(v, list):
             raise InvalidState(f"messages must be a list, got {type(v).__name__}")
+        if _AT_SAVE.get():
+            return v
         json_copy_raw(v, "messages", series=info.data.get("thread_id"))
         return v
 

@@ -155,6 +155,22 @@ def test_unstorable_states_are_refused_even_past_the_model(tmp_path: Path, bad: 
     assert cp.load("t") is None
 
 
+@pytest.mark.parametrize("bad", BAD_STATES, ids=range(len(BAD_STATES)))
+def test_a_checkpoint_checked_at_save_is_refused_by_save(tmp_path: Path, bad: dict[Any, Any]) -> None:
+    """``Checkpoint._checked_at_save`` (what ArchiveSaver builds) skips the construction check of state
+    and messages (but for the state's top-level keys, which the field's type needs); the archive's save
+    must then refuse them, typed, and store nothing."""
+    cp = ca.open_archive(str(tmp_path / "a"))
+    for fields in ({"state": bad}, {"state": {}, "messages": [bad]}):
+        with pytest.raises(ca.InvalidState):  # by save; a non-string top-level key, when built
+            cp.save(ca.Checkpoint._checked_at_save(thread_id="t", checkpoint_id=uuid7(), **fields))
+    assert cp.load("t") is None and cp.threads() == []
+    with pytest.raises(ca.InvalidIdentifier):  # every other field is validated as usual
+        ca.Checkpoint._checked_at_save(thread_id="", state={})
+    with pytest.raises(ca.InvalidState):
+        ca.Checkpoint._checked_at_save(thread_id="t", state={}, metadata={"x": bad})
+
+
 def test_edge_states_that_are_json_round_trip(tmp_path: Path) -> None:
     cp = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=3)
     states = [

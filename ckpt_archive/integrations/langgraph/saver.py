@@ -125,7 +125,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         appending = head.checkpoint_id == parent_cid if head is not None else parent_cid is None
         if appending and (head is None or (is_top(head) and checkpoint["id"] > lg_ids(head)[0])):
             lg["top"] = True
-        record = Checkpoint(
+        record = Checkpoint._checked_at_save(  # asave checks the state before anything else
             thread_id=at,
             checkpoint_id=uuid7(),
             parent_id=None if appending else parent_cid,
