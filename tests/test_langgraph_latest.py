@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("langgraph.checkpoint.conformance")
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 
@@ -21,7 +22,7 @@ from ckpt_archive.integrations.langgraph import ArchiveSaver
 OPS = ("append", "append", "fork", "old_id", "writes", "child")
 
 
-def _config(ns: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+def _config(ns: str, checkpoint_id: str | None = None) -> RunnableConfig:
     conf: dict[str, Any] = {"thread_id": "t", "checkpoint_ns": ns}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
@@ -46,7 +47,7 @@ def test_latest_is_the_first_of_the_listing(ops: list[tuple[str, int]]) -> None:
     saver = ArchiveSaver.from_url(url, full_snapshot_interval=3)
     pool = sorted(str(uuid.UUID(int=(1 << 127) + i)) for i in range(0, 2 * len(ops) + 2))  # ordered ids
     low, high = len(ops), len(ops) + 1  # old ids count down from ``low``, new ones up from ``high``
-    made: dict[str, list[dict[str, Any]]] = {"": [], "child": []}
+    made: dict[str, list[RunnableConfig]] = {"": [], "child": []}
     for step, (op, pick) in enumerate(ops):
         ns = "child" if op == "child" else ""
         mine = made[ns]
