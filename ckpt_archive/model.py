@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -114,19 +112,6 @@ _AT_SAVE: ContextVar[bool] = ContextVar("ckpt_archive_state_checked_at_save", de
 _NONE = object()
 
 
-@contextlib.contextmanager
-def _typed_errors() -> Iterator[None]:
-    """Surface our typed error, not pydantic's wrapper."""
-    try:
-        yield
-    except ValidationError as exc:
-        for err in exc.errors():
-            original = (err.get("ctx") or {}).get("error")
-            if isinstance(original, CheckpointError):
-                raise original from None
-        raise
-
-
 class Checkpoint(BaseModel):
     """One saved step of one thread. Immutable: the ``with_*`` helpers return copies."""
 
@@ -149,15 +134,21 @@ class Checkpoint(BaseModel):
     protection: Protection | None = None
 
     def __init__(self, **data: Any) -> None:
-        with _typed_errors():
+        try:
             super().__init__(**data)
+        except ValidationError as exc:  # surface our typed error, not pydantic's wrapper
+            for err in exc.errors():
+                original = (err.get("ctx") or {}).get("error")
+                if isinstance(original, CheckpointError):
+                    raise original from None
+            raise
 
     @classmethod
     def _checked_at_save(cls, **data: Any) -> Checkpoint:
         """A checkpoint whose state and messages are only checked when saved, for integrations that
         hand it straight to ``ArchiveCheckpointer.save``. Save checks and copies both before anything
-        else, so checking them here too would be a second pass over a state that mostly grew (1 MB
-        per put for a 1,000-message chat); a non-JSON value raises the same ``InvalidState``, from
+        else, so checking them here too would be a second pass over the whole state on every put (which
+        mostly grows); a non-JSON value raises the same ``InvalidState``, from
         ``save``. Every other field is validated as in ``Checkpoint(...)``."""
         token = _AT_SAVE.set(True)
         try:
