@@ -299,7 +299,8 @@ def compress(data: bytes) -> bytes:
 
 def decompress(data: bytes, *, what: str = "object") -> bytes:
     try:
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_DECOMPRESSED)
+        # one frame and nothing after it: bytes appended to a stored object are damage, not padding
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_DECOMPRESSED, allow_extra_data=False)
     except zstandard.ZstdError as exc:
         raise TruncatedObject(f"{what} is not a valid zstd frame ({exc})") from None
 

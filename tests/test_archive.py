@@ -16,7 +16,7 @@ import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.archive import layout
-from ckpt_archive.archive.manifest import seal, unseal_hint
+from ckpt_archive.archive.manifest import seal, unseal, unseal_hint
 from ckpt_archive.testing import RoundTrips, S3Server
 
 
@@ -162,13 +162,15 @@ def test_unknown_format_version_is_a_clear_error(tmp_path: Any) -> None:
     archive = ca.open_archive(url)
     archive.save(ca.Checkpoint.new("t", {"a": 1}))
     fs = fsspec.filesystem("file")
-    entry = codec.loads(fs.cat_file(f"{url}/{layout.log_key('t', 1)}"))
+    entry = unseal(fs.cat_file(f"{url}/{layout.log_key('t', 1)}"), "commit")
     entry["seq"] = 2
     body = {k: v for k, v in entry.items() if k != "digest"}
     body["format_version"] = 99
-    fs.pipe_file(f"{url}/{layout.log_key('t', 2)}", codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))}))
-    with pytest.raises(ca.UnsupportedFormatVersion, match="99"):
-        ca.open_archive(url).load("t")
+    future = codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))})
+    for stored in (future, codec.compress(future)):  # commit entries are stored plain or zstd
+        fs.pipe_file(f"{url}/{layout.log_key('t', 2)}", stored)
+        with pytest.raises(ca.UnsupportedFormatVersion, match="99"):
+            ca.open_archive(url).load("t")
 
     marker = codec.loads(fs.cat_file(f"{url}/_archive.json"))
     marker["format_version"] = 7

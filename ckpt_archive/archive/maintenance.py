@@ -63,7 +63,7 @@ async def commit_maintenance(
                 return result
             await asyncio.gather(*writes)
             entry = m.commit_entry(actions)
-            if await cp.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
+            if await cp.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), await cp._stored_commit(entry)):
                 new = m.copy()
                 new.apply_entry(unseal(entry, "own commit"))
                 cp._manifests[thread_id] = new

@@ -49,15 +49,19 @@ def unseal(
     data: bytes,
     what: str,
     *,
-    compressed: bool = False,
+    compressed: bool | None = None,
     thread_id: str | None = None,
     key: str | None = None,
 ) -> dict[str, Any]:
     """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest.
 
     Writers store the canonical JSON exactly, so any other bytes (even whitespace that would
-    parse to the same document) are reported as corruption too.
+    parse to the same document) are reported as corruption too. ``compressed=None``: the bytes say
+    (zstd frames start with ``codec.ZSTD_MAGIC``, JSON never does); hints and commit entries are
+    stored either way, depending on the writer's revision and the archive marker.
     """
+    if compressed is None:
+        compressed = data[:4] == codec.ZSTD_MAGIC
     try:
         raw = codec.decompress(data, what=what) if compressed else data
         doc = codec.decode_document(raw, what)
@@ -75,7 +79,7 @@ def unseal(
 
 def unseal_hint(data: bytes, what: str, *, thread_id: str | None = None, key: str | None = None) -> dict[str, Any]:
     """A head hint: written zstd-compressed; plain sealed JSON (earlier writers) reads too."""
-    return unseal(data, what, compressed=data[:4] == codec.ZSTD_MAGIC, thread_id=thread_id, key=key)
+    return unseal(data, what, thread_id=thread_id, key=key)
 
 
 def now_iso() -> str:

@@ -58,6 +58,7 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         self._checked_root = False
         self.encryption = encryption
         self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
+        self._zstd_commits = False  # the marker's "commits": "zstd" (set by _check_root)
 
     # -- small helpers -----------------------------------------------------------
     HASHERS = 16
@@ -87,12 +88,21 @@ class ArchiveRoot(AsyncCoreCheckpointer):
             return
         data = await self.store.get_or_none(layout.ARCHIVE_MARKER)
         if data is None:
-            marker = seal({"type": "archive", "created_at": now_iso()})
+            marker = seal({"type": "archive", "created_at": now_iso(), "commits": "zstd"})
             if not await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker):
                 marker = await self.store.get(layout.ARCHIVE_MARKER)
             data = marker
-        self._archive_id = str(unseal(data, "archive marker", key=layout.ARCHIVE_MARKER)["digest"])
+        doc = unseal(data, "archive marker", key=layout.ARCHIVE_MARKER)
+        self._archive_id = str(doc["digest"])
+        self._zstd_commits = doc.get("commits") == "zstd"
         self._checked_root = True
+
+    async def _stored_commit(self, entry: bytes) -> bytes:
+        """The bytes to store for a commit entry: zstd in archives whose marker says so (created by a
+        writer whose readers accept it, FORMAT.md section 6), the sealed JSON itself otherwise, so
+        that readers of earlier revisions keep reading the archives they created."""
+        await self._check_root()
+        return codec.compress(entry) if self._zstd_commits else entry
 
     async def _rooted(self, read: Awaitable[T]) -> T:
         """Run ``read`` alongside the root check; an archive-level error wins over the read's.

@@ -80,7 +80,8 @@ class ArchiveWriter(StateReader):
                     index_written = True
                 await asyncio.gather(*writes)
                 entry = m.commit_entry(actions)
-                if await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
+                stored = await self._stored_commit(entry)
+                if await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), stored):
                     break
                 m = await self._manifest(thread_id)
                 if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
@@ -271,7 +272,9 @@ class ArchiveWriter(StateReader):
             action, key, data = compact
             await self.store.put(key, data)
             entry = m.commit_entry([action])
-            if not await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), entry):
+            if not await self.store.put_if_absent(
+                layout.log_key(thread_id, m.seq + 1), await self._stored_commit(entry)
+            ):
                 raise CheckpointConflict(f"thread {thread_id!r} changed while compacting; try again")
             new = m.copy()
             new.apply_entry(unseal(entry, "own commit"))
