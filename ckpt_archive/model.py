@@ -109,7 +109,6 @@ class Protection(BaseModel):
 
 _AT_SAVE: ContextVar[bool] = ContextVar("ckpt_archive_state_checked_at_save", default=False)
 """Set while ``Checkpoint._checked_at_save`` builds a checkpoint (per thread and task)."""
-_NONE = object()
 
 
 class Checkpoint(BaseModel):
@@ -176,15 +175,14 @@ class Checkpoint(BaseModel):
     def _json(cls, v: Any, info: Any) -> Any:
         if not isinstance(v, dict):
             raise InvalidState(f"{info.field_name} must be a dict with string keys, got {type(v).__name__}")
-        if info.field_name == "state" and _AT_SAVE.get():  # the top level only: the field's own type
-            bad = next((k for k in v if not isinstance(k, str)), _NONE)
-            if bad is not _NONE:
-                raise InvalidState(f"state: key {bad!r} is not a string")
-            return v
-        if info.field_name == "state":  # states of a thread mostly grow: check what changed (codec._reuse)
-            json_copy_raw(v, "state", series=info.data.get("thread_id"))
-        else:
+        if info.field_name != "state":
             check_json(v, info.field_name)
+        elif _AT_SAVE.get():  # save checks the rest; the field's own type needs string keys at the top
+            bad = [k for k in v if not isinstance(k, str)]
+            if bad:
+                raise InvalidState(f"state: key {bad[0]!r} is not a string")
+        else:  # states of a thread mostly grow: check what changed (codec._reuse)
+            json_copy_raw(v, "state", series=info.data.get("thread_id"))
         return v
 
     @field_validator("messages", mode="before")

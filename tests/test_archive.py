@@ -16,7 +16,7 @@ import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.archive import layout
-from ckpt_archive.archive.manifest import seal, unseal, unseal_hint
+from ckpt_archive.archive.manifest import seal, unseal
 from ckpt_archive.testing import RoundTrips, S3Server
 
 
@@ -347,7 +347,7 @@ def test_delta_saves_write_the_hint_every_other_commit(s3_server: S3Server, s3_u
         costs.append(s3_server.total())
         assert s3_server.requests["LIST"] == 0
     assert sorted(costs) == [2] * 4 + [3] * 4, costs  # commit + id entry, and the hint every other save
-    hint = unseal_hint(fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"), "hint")
+    hint = unseal(fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"), "hint")
     assert hint["seq"] == 29 and writer._manifests["t"].seq == 30  # the hint trails by one delta
     reader = ca.open_archive(s3_url, storage_options=opts)
     trips = RoundTrips(reader.store.fs, latency=0.05)
@@ -369,10 +369,10 @@ def test_a_trailing_hint_followed_by_a_fork_or_an_edit_reads_the_manifest(tmp_pa
     archive = ca.open_archive(url, full_snapshot_interval=10)
     messages: list[Any] = []
     saved = grow(archive, "t", range(3), messages)  # seq 3: hint written
-    assert unseal_hint(fs.cat_file(f"{url}/{layout.head_key('t')}"), "hint")["seq"] == 3
+    assert unseal(fs.cat_file(f"{url}/{layout.head_key('t')}"), "hint")["seq"] == 3
     fork = ca.Checkpoint.new("t", {"forked": True}, step=9, parent_id=saved[0].checkpoint_id)
     archive.save(fork)  # seq 4, a delta: the hint is not rewritten
-    assert unseal_hint(fs.cat_file(f"{url}/{layout.head_key('t')}"), "hint")["seq"] == 3
+    assert unseal(fs.cat_file(f"{url}/{layout.head_key('t')}"), "hint")["seq"] == 3
     loaded = ca.open_archive(url).load("t")
     assert loaded is not None and loaded.checkpoint_id == fork.checkpoint_id and loaded.state == {"forked": True}
 
@@ -395,7 +395,7 @@ def test_hint_is_compressed_and_a_plain_hint_still_reads(s3_server: S3Server, s3
     stored = fs.cat_file(f"{s3_url}/{layout.head_key('t')}")
     assert stored[:4] == codec.ZSTD_MAGIC
     plain = codec.decompress(stored)
-    assert unseal_hint(plain, "hint") == unseal_hint(stored, "hint")
+    assert unseal(plain, "hint") == unseal(stored, "hint")
     fs.pipe_file(f"{s3_url}/{layout.head_key('t')}", plain)
     s3_server.reset_counts()
     loaded = ca.open_archive(s3_url, storage_options=opts).load("t")

@@ -18,7 +18,7 @@ from .content import state_key
 from .integrity_api import IntegrityMixin
 from .maintenance_api import MaintenanceMixin
 from .manifest import record_info as _info
-from .manifest import unseal_hint
+from .manifest import unseal
 from .root import DEFAULT_GC_GRACE
 from .schema import id_entry_thread
 from .writer import ArchiveWriter
@@ -81,7 +81,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, ArchiveWriter):
                 data = await self.store.get_or_none(f"{name}/_head.json")
                 if data is None:
                     continue
-                thread = unseal_hint(data, f"head hint in {name!r}")["thread_id"]
+                thread = unseal(data, f"head hint in {name!r}")["thread_id"]
             out.append(thread)
         return sorted(out)
 

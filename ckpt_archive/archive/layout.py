@@ -21,6 +21,7 @@ recorded inside the thread's objects.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from urllib.parse import quote, unquote
 
@@ -44,6 +45,7 @@ def decode_id(segment: str) -> str | None:
     return None if segment.startswith("@") else unquote(segment)
 
 
+@functools.lru_cache(maxsize=4096)  # every key of a thread starts with it, and every record check
 def thread_dir(thread_id: str) -> str:
     return THREAD_PREFIX + encode_id(thread_id, "thread_id")
 

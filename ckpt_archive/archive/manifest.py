@@ -77,11 +77,6 @@ def unseal(
     return doc
 
 
-def unseal_hint(data: bytes, what: str, *, thread_id: str | None = None, key: str | None = None) -> dict[str, Any]:
-    """A head hint: written zstd-compressed; plain sealed JSON (earlier writers) reads too."""
-    return unseal(data, what, thread_id=thread_id, key=key)
-
-
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 

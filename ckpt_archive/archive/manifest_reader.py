@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import CorruptManifest, MissingObject, UnsupportedFormatVersion
 from . import layout
-from .manifest import HINT_LAG, Manifest, unseal, unseal_hint
+from .manifest import HINT_LAG, Manifest, unseal
 from .parts import read_folded
 from .root import ArchiveRoot
 from .schema import check_hint
@@ -42,7 +42,7 @@ class ManifestReader(ArchiveRoot):
         if data is None:
             return None
         try:
-            doc = unseal_hint(data, "head hint", thread_id=thread_id)
+            doc = unseal(data, "head hint", thread_id=thread_id)
             check_hint(doc, thread_id)
             return doc
         except (CorruptManifest, UnsupportedFormatVersion):

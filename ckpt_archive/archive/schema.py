@@ -4,7 +4,6 @@ the reader touch an object outside its own thread's folder."""
 
 from __future__ import annotations
 
-import functools
 import re
 from datetime import datetime
 from typing import Any
@@ -29,17 +28,12 @@ def _int(value: Any) -> bool:
     return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
-@functools.lru_cache(maxsize=4096)
-def _folder_prefix(thread_id: str, folder: str) -> str:
-    return f"{layout.thread_dir(thread_id)}/{folder}/"
-
-
 def check_object_key(key: Any, thread_id: str, folder: str) -> None:
     """A payload key must name a plain object inside ``<thread dir>/<folder>/``."""
     # Runs for every record of every manifest read: messages are only formatted on failure.
     if not isinstance(key, str):
         raise _Bad("object key is not a string")
-    prefix = _folder_prefix(thread_id, folder)
+    prefix = f"{layout.thread_dir(thread_id)}/{folder}/"
     if not key.startswith(prefix):
         raise _Bad(f"object key {key!r} is outside {prefix!r}")
     name = key[len(prefix) :]

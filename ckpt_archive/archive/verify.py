@@ -28,7 +28,7 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from . import layout
-from .manifest import Manifest, unseal, unseal_hint
+from .manifest import Manifest, unseal
 from .objects import SegmentReader, verify
 from .parts import read_folded
 from .schema import id_entry_thread
@@ -197,7 +197,7 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
     hint = await cp.store.get_or_none(layout.head_key(thread_id))
     if hint is not None:
         try:
-            unseal_hint(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id))
+            unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id))
         except (CorruptManifest, UnsupportedFormatVersion) as exc:
             report.problems.append(Problem.of(exc, thread_id))
     referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
