@@ -15,6 +15,7 @@ counted at the server (``ckpt_archive.testing.S3Server``).
 Writes ``benchmarks/results/peers.json`` (raw), ``peers.md`` and PNG plots (see ``report.py``).
 
     .venv/bin/python benchmarks/bench_peers.py [--steps 1000 --repeats 3 --w3-threads 100 | --full | --smoke]
+    .venv/bin/python benchmarks/bench_peers.py --w3-only --full --targets local   # W3 alone, at full size
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 from bench_core import states
 from peers import S3_STORES, STORES, available, has_retention, open_store
-from report import OURS, render_peers
+from report import OURS, render_peers, render_w3
 
 from ckpt_archive.testing import S3Server
 
@@ -234,6 +235,9 @@ def main() -> None:
     parser.add_argument("--targets", default="local,s3")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--merge", action="store_true", help="replace/add these stores' rows in peers.json")
+    parser.add_argument(
+        "--w3-only", action="store_true", help="W3 only, written to w3.json / w3.md (peers.json is left alone)"
+    )
     args = parser.parse_args()
     if args.full:
         args.w3_threads = 10_000
@@ -250,16 +254,21 @@ def main() -> None:
             if kind == "s3" and store not in S3_STORES:
                 continue
             runs = []
-            for _ in range(args.repeats):
+            for _ in range(0 if args.w3_only else args.repeats):
                 runs.append(run_w1(store, kind, data))
                 print(f"W1 {kind:5} {store:20} {runs[-1]['bytes']:>12,} B  {time.time() - started:6.0f}s", flush=True)
-            w1.append(median_of(runs))
+            if runs:
+                w1.append(median_of(runs))
             w3.append(run_w3(store, kind, args.w3_threads, args.w3_steps))
             print(f"W3 {kind:5} {store:20} save {w3[-1]['save']:.1f}s  {time.time() - started:6.0f}s", flush=True)
     params = {k: v for k, v in vars(args).items() if k not in ("out", "merge")}
     params["skipped"] = skipped
     params["command"] = " ".join(["benchmarks/bench_peers.py", *sys.argv[1:]])
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.w3_only:
+        (args.out / "w3.json").write_text(json.dumps({"params": params, "w3": w3}, default=str))
+        print(render_w3(args.out))
+        return
     if args.merge:  # a store added later (say, once installed), same sizes, kept beside the earlier rows
         old = json.loads((args.out / "peers.json").read_text())
         ran = {(r["store"], r["target"]) for r in w1}

@@ -231,5 +231,24 @@ def render_peers(out: Path = RESULTS) -> str:
     return text
 
 
+def render_w3(out: Path = RESULTS) -> str:
+    """``w3.md`` from ``w3.json`` (``bench_peers.py --w3-only``): W3 alone, typically at full size."""
+    data = json.loads((out / "w3.json").read_text())
+    p = data["params"]
+    lines = [
+        f"Command: `.venv/bin/python {p['command']}`; one run per store.",
+        "",
+        f"**W3**: {p['w3_threads']:,} threads x {p['w3_steps']} steps, then list threads, load 100 random latest "
+        "(fresh store object), prune every thread to keep_last 5 (then gc, for ours).",
+        "",
+        *w3_table(data["w3"]),
+    ]
+    if p.get("skipped"):
+        lines += ["", f"Not installed, skipped: {', '.join(p['skipped'])}."]
+    text = "\n".join(lines) + "\n"
+    (out / "w3.md").write_text(text)
+    return text
+
+
 if __name__ == "__main__":
     print(render_peers())
