@@ -19,7 +19,11 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 from ckpt_archive.integrations.langgraph import ArchiveSaver
 
-OPS = ("append", "append", "fork", "old_id", "writes", "child")
+OPS = ("append", "append", "fork", "old_id", "writes", "child", "crash")
+
+
+class Died(Exception):
+    pass
 
 
 def _config(ns: str, checkpoint_id: str | None = None) -> RunnableConfig:
@@ -63,7 +67,24 @@ def test_latest_is_the_first_of_the_listing(ops: list[tuple[str, int]]) -> None:
         values = {"messages": [f"m{i}" for i in range(step + 1)], "turn": step}
         cp = generate_checkpoint(checkpoint_id=cid, channel_values=values)
         cp["channel_versions"] = {"messages": step + 1, "turn": step + 1}
-        mine.append(saver.put(parent, cp, generate_metadata(step=step), {"messages": step + 1, "turn": step + 1}))
+        versions = {"messages": step + 1, "turn": step + 1}
+        if op == "crash":  # the commit never lands, the head hint put with it does
+            store = saver.archive.store
+            real = store.put_if_absent
+
+            async def commit_dies(key: str, data: bytes, real: Any = real) -> bool:
+                if "/_log/" in key:
+                    raise Died(key)
+                return bool(await real(key, data))
+
+            store.put_if_absent = commit_dies  # type: ignore[method-assign]
+            try:
+                with pytest.raises(Died):
+                    saver.put(parent, cp, generate_metadata(step=step), versions)
+            finally:
+                del store.put_if_absent
+        else:
+            mine.append(saver.put(parent, cp, generate_metadata(step=step), versions))
         for each in ("", "child"):
             full, views = _latest_views(url, saver, each)
             for view in views:

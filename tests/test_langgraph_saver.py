@@ -164,11 +164,12 @@ def test_get_tuple_and_list_cost_constant_requests(s3_server: S3Server) -> None:
         s3_server.reset_counts()
         warm.get_tuple(_config("t"))
         costs[(n, "warm")] = s3_server.total()
-    # the hint's head, no manifest read; when the hint trails the log by one put (HINT_LAG), the writes
+    # the hint's head, no manifest read (the commit the hint names is read with the probes past it, to
+    # check it is the one that landed); when the hint trails the log by one put (HINT_LAG), the writes
     # read on the hint's head is wasted and the appended head's writes are read instead
-    assert costs[(6, "get")] == costs[(21, "get")] <= 6 and costs[(8, "get")] <= 7, costs
+    assert costs[(6, "get")] == costs[(21, "get")] <= 7 and costs[(8, "get")] <= 8, costs
     assert costs[(6, "list")] == costs[(21, "list")] <= 16, costs
-    assert costs[(6, "warm")] == costs[(21, "warm")] <= 4 and costs[(8, "warm")] <= 5, costs
+    assert costs[(6, "warm")] == costs[(21, "warm")] <= 5 and costs[(8, "warm")] <= 6, costs
 
 
 def test_list_limit_one_is_the_latest_tuple_read_like_get_tuple(s3_server: S3Server) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import codec
 from ..errors import CheckpointError
 from ..model import CheckpointInfo
 from . import layout
@@ -83,10 +84,16 @@ async def head_from_hint(
     chain, inline = hint_chain(hint)
     if not chain:
         return None
-    seq = int(hint["seq"])
+    seq, entry = int(hint["seq"]), hint.get("entry_sha256")
     logs = [layout.log_key(thread_id, seq + 1 + i) for i in range(HINT_LAG + 1)]
+    if entry is not None:  # the hint went out with its commit: is that commit the one at seq?
+        logs.insert(0, layout.log_key(thread_id, seq))
     keys = cp.chain_keys(chain[cp._cached_prefix(chain)[0] :])  # what the state cache does not hold
     probes, datas = await asyncio.gather(cp.store.get_many(logs), cp.store.get_many(keys))
+    if entry is not None:
+        own = probes.pop(0)
+        if own is None or codec.sha256(own) != entry:  # its commit never landed, or lost the race
+            return None
     pre = Prefetched(dict(zip(keys, datas, strict=True)))
     if probes[0] is not None and probes[-1] is not None:
         return None

@@ -18,8 +18,12 @@ Content = tuple[dict[str, Any], list[Any]]
 
 
 def state_key(rec: dict[str, Any]) -> str:
-    """Cache key of a record's content: an edit bumps the version, so a stale state is never reused."""
-    return f"{rec['id']}@{rec.get('version', 1)}"
+    """Cache key of a record's content: its id, its version (an edit bumps it, so a stale state is never
+    reused) and the digests it was checked against (a record of a head hint whose commit never landed
+    names the content its writer meant, which may not be what the same id holds once committed)."""
+    state = rec.get("state_sha256") or rec.get("state_mac") or ""
+    messages = rec.get("messages_sha256") or rec.get("messages_mac") or ""
+    return f"{rec['id']}@{rec.get('version', 1)}:{state[:16]}:{messages[:16]}"
 
 
 def paged_snapshot(

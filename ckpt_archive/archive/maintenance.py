@@ -28,7 +28,7 @@ from ..errors import CheckpointConflict, CheckpointNotFound, CheckpointVersionCo
 from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
 from . import layout
-from .content import Content, paged_snapshot
+from .content import Content, paged_snapshot, state_key
 from .manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
 
 if TYPE_CHECKING:
@@ -63,12 +63,13 @@ async def commit_maintenance(
                 return result
             await asyncio.gather(*writes)
             entry = m.commit_entry(actions)
-            if await cp.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), await cp._stored_commit(entry)):
+            stored = await cp._stored_commit(entry)
+            if await cp.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), stored):
                 new = m.copy()
                 new.apply_entry(unseal(entry, "own commit"))
                 cp._manifests[thread_id] = new
                 cp._read_at[thread_id] = time.monotonic()
-                await cp._publish(new, compacted=True, fold_first=fold_first)
+                await cp._publish(new, stored, compacted=True, fold_first=fold_first)
                 return result
     raise CheckpointConflict(f"thread {thread_id!r} kept changing during maintenance; try again later")
 
@@ -275,7 +276,9 @@ async def update_state(
         return actions, writes, (version + 1, messages)
 
     new_version, messages = await commit_maintenance(cp, thread_id, plan)
-    cp._remember(f"{checkpoint_id}@{new_version}", (state, messages))
+    rec = cp._manifests[thread_id].records.get(checkpoint_id)
+    if rec is not None:
+        cp._remember(state_key(rec), (state, messages))
     return new_version
 
 

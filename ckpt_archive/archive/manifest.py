@@ -275,7 +275,10 @@ class Manifest:
             raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
         return parts
 
-    def hint(self, manifest_seq: int | None) -> bytes:
+    def hint(self, manifest_seq: int | None, entry: bytes) -> bytes:
+        """The head hint after commit ``seq``, whose entry is stored as ``entry``: the hint carries its
+        sha256, so a reader can tell a hint of this commit from one whose commit never landed (a writer
+        puts the hint alongside the commit, FORMAT.md section 7)."""
         chain = self.chain(self.head) if self.head else []
         return codec.compress(
             seal(
@@ -283,6 +286,7 @@ class Manifest:
                     "type": "head",
                     "thread_id": self.thread_id,
                     "seq": self.seq,
+                    "entry_sha256": codec.sha256(entry),
                     "manifest_seq": manifest_seq,
                     "chain": [self._with_ops(r) for r in chain],
                 }

@@ -10,13 +10,16 @@ Save protocol (docs/FORMAT.md has the normative version):
    raises ``CheckpointConflict``; an explicit fork (``parent_id``) re-reads the
    log and retries at the next seq. Payloads of a lost save are never
    referenced, so readers cannot see them;
-3. the head hint is rewritten (best effort; readers probe past it anyway), except after a plain
-   delta at an even seq (``hint_due``): such a save costs two writes instead of three.
+3. the head hint is rewritten at the same time as the commit is created (best effort; readers
+   probe past it anyway, and check that the entry it names is the one committed), except after a
+   plain delta at an even seq (``hint_due``): such a save costs two writes instead of three. After
+   a compaction the manifest is folded once the commit has landed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from typing import Any
@@ -28,7 +31,7 @@ from ..delta import diff_checkpoint
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
 from ..model import Checkpoint
 from . import crypto, layout
-from .content import Content, paged_snapshot
+from .content import Content, paged_snapshot, state_key
 from .manifest import Manifest, Record, hint_due, seal, unseal
 from .objects import encode_segment, encode_snapshot
 from .parts import seal_parts
@@ -81,7 +84,10 @@ class ArchiveWriter(StateReader):
                 await asyncio.gather(*writes)
                 entry = m.commit_entry(actions)
                 stored = await self._stored_commit(entry)
-                if await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), stored):
+                new = m.copy()
+                new.apply_entry(unseal(entry, "own commit"))
+                hint = hint_due(new.seq, actions)
+                if await self._commit(new, stored, hint=hint):
                     break
                 m = await self._manifest(thread_id)
                 if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
@@ -89,14 +95,31 @@ class ArchiveWriter(StateReader):
                         f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
                         "writer last read it; reload and save again, or pass parent_id to fork"
                     )
-            new = m.copy()
-            new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
             self._read_at[thread_id] = time.monotonic()
-            self._remember(f"{cid}@1", content)
-            compacted = any(a["action"] == "compact" for a in actions)
-            await self._publish(new, compacted=compacted, hint=hint_due(new.seq, actions))
+            self._remember(state_key(new.records[cid]), content)
+            if any(a["action"] == "compact" for a in actions):
+                await self._publish(new, stored, compacted=True, hint=False)
         return cid
+
+    async def _commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
+        """Create commit ``new.seq`` (put-if-absent of ``stored``); with ``hint``, the head hint of
+        ``new`` is put at the same time (one round trip, not two). A hint whose commit loses the race
+        names an entry that is not the one at its ``seq``: readers check ``entry_sha256`` and ignore
+        it (FORMAT.md section 7); the next hint replaces it."""
+        commit = self.store.put_if_absent(layout.log_key(new.thread_id, new.seq), stored)
+        if not hint:
+            return await commit
+        put_hint = asyncio.ensure_future(self._put_hint(new, stored))
+        try:
+            return await commit
+        finally:
+            await put_hint
+
+    async def _put_hint(self, m: Manifest, stored: bytes) -> None:
+        """Best effort: a hint that failed only costs readers a few more reads (they probe past it)."""
+        with contextlib.suppress(Exception):  # not a crash or cancellation (BaseException)
+            await self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id), stored))
 
     async def _prepare(
         self, m: Manifest, ckpt: Checkpoint, parent_id: str | None, content: Content, digests: dict[str, Any]
@@ -228,11 +251,13 @@ class ArchiveWriter(StateReader):
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
             await self.store.put(key, doc)  # left over from a save that never committed
 
-    async def _publish(self, m: Manifest, *, compacted: bool, hint: bool = True, fold_first: bool = False) -> None:
-        """After a commit: rewrite the hint unless ``hint`` is False (``hint_due``: the next commit
-        will); after a compaction also fold the manifest. ``fold_first`` (maintenance, where latency
-        does not matter): the hint then names the new fold, so a gc run right after can collect the
-        log before it."""
+    async def _publish(
+        self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool = True, fold_first: bool = False
+    ) -> None:
+        """After commit ``m.seq`` (stored as ``entry``): rewrite the hint unless ``hint`` is False (it
+        went with the commit, or ``hint_due`` says the next commit's will cover it); after a compaction
+        also fold the manifest. ``fold_first`` (maintenance, where latency does not matter): the hint
+        then names the new fold, so a gc run right after can collect the log before it."""
         # The commit already landed: a failed hint, part or fold only costs readers a few more
         # reads (they probe past the hint and rebuild from the log), so none of it is an error.
         results: list[Any] = []
@@ -240,7 +265,7 @@ class ArchiveWriter(StateReader):
             results += await asyncio.gather(self._fold(m), return_exceptions=True)
         tasks: list[Any] = []
         if hint:  # built now: it names the newest fold written so far
-            tasks.append(self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id))))
+            tasks.append(self._put_hint(m, entry))
         if compacted and not fold_first:
             tasks.append(self._fold(m))
         results += await asyncio.gather(*tasks, return_exceptions=True)
@@ -272,14 +297,13 @@ class ArchiveWriter(StateReader):
             action, key, data = compact
             await self.store.put(key, data)
             entry = m.commit_entry([action])
-            if not await self.store.put_if_absent(
-                layout.log_key(thread_id, m.seq + 1), await self._stored_commit(entry)
-            ):
+            stored = await self._stored_commit(entry)
+            if not await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), stored):
                 raise CheckpointConflict(f"thread {thread_id!r} changed while compacting; try again")
             new = m.copy()
             new.apply_entry(unseal(entry, "own commit"))
             self._manifests[thread_id] = new
-            await self._publish(new, compacted=True)
+            await self._publish(new, stored, compacted=True)
             return True
 
     def compact(self, thread_id: str) -> bool:
