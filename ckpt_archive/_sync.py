@@ -50,6 +50,9 @@ async def _next(agen: AsyncIterator[T]) -> T | object:
         return _END
 
 
+_closing: set[asyncio.Task[Any]] = set()
+
+
 def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
     """Drive an async iterator living on the I/O loop from sync code, one item at a time."""
     try:
@@ -61,7 +64,17 @@ def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
     finally:
         aclose = getattr(agen, "aclose", None)
         if aclose is not None:
-            run_sync(aclose())
+            loop = io_loop()
+            try:
+                here = asyncio.get_running_loop() is loop
+            except RuntimeError:
+                here = False
+            if here:  # left unfinished and collected on the I/O loop's own thread: it cannot wait there
+                task = loop.create_task(aclose())
+                _closing.add(task)
+                task.add_done_callback(_closing.discard)
+            else:
+                run_sync(aclose())
 
 
 async def iterate_async(agen: AsyncIterator[T]) -> AsyncIterator[T]:
