@@ -48,6 +48,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_save_cpu.py
 	$(PY) benchmarks/bench_peers.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_rtt.py
 	$(PY) benchmarks/bench_graph.py
 	$(PY) benchmarks/bench_langgraph.py
 	$(PY) benchmarks/bench_prune.py

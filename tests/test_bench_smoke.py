@@ -57,3 +57,11 @@ def test_save_cpu_benchmark_smoke(tmp_path: Path) -> None:
     assert "| Checkpoint.new (JSON check), CPU |" in md and "| native save, wall |" in md
     if available("ArchiveSaver"):
         assert "| ArchiveSaver put, wall |" in md
+
+
+def test_round_trip_benchmark_smoke(tmp_path: Path) -> None:
+    cmd = [sys.executable, str(BENCH / "bench_rtt.py"), "--steps", "12", "--latency-ms", "5", "--out", str(tmp_path)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=180)
+    rows = {r["store"]: r for r in json.loads((tmp_path / "rtt.json").read_text())}
+    assert rows["native"]["rt_load"] == 2 and rows["native"]["rt_max"] <= 3, rows  # saves: ids, commit + hint
+    assert "| native |" in (tmp_path / "rtt.md").read_text()
