@@ -305,23 +305,26 @@ def decompress(data: bytes, *, what: str = "object") -> bytes:
         raise TruncatedObject(f"{what} is not a valid zstd frame ({exc})") from None
 
 
-def check_format(doc: Any, what: str) -> dict[str, Any]:
-    """Validate the envelope every stored JSON document carries."""
+def check_format(doc: Any, what: str, accept: tuple[int, ...] = (FORMAT_VERSION,)) -> dict[str, Any]:
+    """Validate the envelope every stored JSON document carries (``accept``: the versions read)."""
     if not isinstance(doc, dict):
         raise TruncatedObject(f"{what} is not a JSON object")
     version = doc.get("format_version")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version not in accept:
+        known = " or ".join(map(str, accept))
         raise UnsupportedFormatVersion(
-            f"{what} has format_version {version!r}; this ckpt_archive reads version {FORMAT_VERSION}"
+            f"{what} has format_version {version!r}; this ckpt_archive reads version {known}"
         )
     return doc
 
 
-def decode_document(data: bytes, what: str, *, compressed: bool = False) -> dict[str, Any]:
+def decode_document(
+    data: bytes, what: str, *, compressed: bool = False, accept: tuple[int, ...] = (FORMAT_VERSION,)
+) -> dict[str, Any]:
     """Bytes -> checked envelope dict, with typed errors instead of parser tracebacks."""
     raw = decompress(data, what=what) if compressed else data
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise TruncatedObject(f"{what} is not valid JSON ({exc})") from None
-    return check_format(doc, what)
+    return check_format(doc, what, accept)

@@ -38,10 +38,10 @@ UPDATABLE = frozenset(
 )
 
 
-def seal(doc: dict[str, Any]) -> bytes:
+def seal(doc: dict[str, Any], version: int = codec.FORMAT_VERSION) -> bytes:
     """Canonical JSON with a digest of itself, so a flipped byte is detected."""
     body = {k: v for k, v in doc.items() if k != "digest"}
-    body["format_version"] = codec.FORMAT_VERSION
+    body["format_version"] = version
     return codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))})
 
 
@@ -52,6 +52,7 @@ def unseal(
     compressed: bool | None = None,
     thread_id: str | None = None,
     key: str | None = None,
+    accept: tuple[int, ...] = (codec.FORMAT_VERSION,),
 ) -> dict[str, Any]:
     """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest.
 
@@ -64,7 +65,7 @@ def unseal(
         compressed = data[:4] == codec.ZSTD_MAGIC
     try:
         raw = codec.decompress(data, what=what) if compressed else data
-        doc = codec.decode_document(raw, what)
+        doc = codec.decode_document(raw, what, accept=accept)
     except UnsupportedFormatVersion:
         raise
     except IntegrityError as exc:

@@ -25,6 +25,14 @@ T = TypeVar("T")
 DEFAULT_GC_GRACE = timedelta(hours=1)
 
 
+MARKER_VERSION = 2
+"""The archive marker's ``format_version`` in archives this revision creates: in them a writer puts the
+head hint beside its commit, so a hint may name a commit that never landed (FORMAT.md section 7).
+Readers of earlier revisions, which would believe such a hint, refuse these archives
+(``UnsupportedFormatVersion``) rather than misread them; archives with a version 1 marker keep the hint
+after the commit."""
+
+
 class ArchiveRoot(AsyncCoreCheckpointer):
     """One archive root: what every layer of ``ArchiveCheckpointer`` reads and caches (settings are
     documented on ``ArchiveCheckpointer``)."""
@@ -59,6 +67,7 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         self.encryption = encryption
         self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
         self._zstd_commits = False  # the marker's "commits": "zstd" (set by _check_root)
+        self._hint_with_commit = False  # a version 2 marker: the hint may go out beside its commit
 
     # -- small helpers -----------------------------------------------------------
     HASHERS = 16
@@ -88,13 +97,14 @@ class ArchiveRoot(AsyncCoreCheckpointer):
             return
         data = await self.store.get_or_none(layout.ARCHIVE_MARKER)
         if data is None:
-            marker = seal({"type": "archive", "created_at": now_iso(), "commits": "zstd"})
+            marker = seal({"type": "archive", "created_at": now_iso(), "commits": "zstd"}, MARKER_VERSION)
             if not await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker):
                 marker = await self.store.get(layout.ARCHIVE_MARKER)
             data = marker
-        doc = unseal(data, "archive marker", key=layout.ARCHIVE_MARKER)
+        doc = unseal(data, "archive marker", key=layout.ARCHIVE_MARKER, accept=(1, MARKER_VERSION))
         self._archive_id = str(doc["digest"])
         self._zstd_commits = doc.get("commits") == "zstd"
+        self._hint_with_commit = doc["format_version"] >= MARKER_VERSION
         self._checked_root = True
 
     async def _stored_commit(self, entry: bytes) -> bytes:

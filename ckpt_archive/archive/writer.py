@@ -87,7 +87,8 @@ class ArchiveWriter(StateReader):
                 new = m.copy()
                 new.apply_entry(unseal(entry, "own commit"))
                 hint = hint_due(new.seq, actions)
-                if await self._commit(new, stored, hint=hint):
+                early = hint and self._hint_with_commit
+                if await self._commit(new, stored, hint=early):
                     break
                 m = await self._manifest(thread_id)
                 if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
@@ -98,8 +99,9 @@ class ArchiveWriter(StateReader):
             self._manifests[thread_id] = new
             self._read_at[thread_id] = time.monotonic()
             self._remember(state_key(new.records[cid]), content)
-            if any(a["action"] == "compact" for a in actions):
-                await self._publish(new, stored, compacted=True, hint=False)
+            compacted = any(a["action"] == "compact" for a in actions)
+            if compacted or (hint and not early):
+                await self._publish(new, stored, compacted=compacted, hint=hint and not early)
         return cid
 
     async def _commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
