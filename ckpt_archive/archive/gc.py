@@ -64,13 +64,15 @@ async def _thread_gc(
     cp: ArchiveCheckpointer,
     thread_id: str,
     objects: dict[str, dict[str, Any]],
+    mine: dict[str, dict[str, Any]],
     cutoff: datetime,
     report: GcReport,
     protected_ids: set[str],
     live_ids: set[str],
     forget: set[str],
 ) -> list[str]:
-    """Collect one thread; returns the keys to delete (and updates the report)."""
+    """Collect one thread; returns the keys to delete (and updates the report). ``objects``: everything
+    listed; ``mine``: those under the thread's folder."""
     m = await cp._manifest(thread_id)
     refs = m.referenced_keys()
     live_ids.update(layout.id_key(cid) for cid in m.records)
@@ -95,7 +97,6 @@ async def _thread_gc(
             if key.startswith("_ids/"):
                 protected_ids.add(key)
     prefix = layout.thread_dir(thread_id) + "/"
-    mine = {k: v for k, v in objects.items() if k.startswith(prefix)}
     logs = {k: v for k, v in mine.items() if k[len(prefix) :].startswith("_log/")}
     folded = [int(posixpath.basename(k)[:20]) for k in logs if k.endswith(_FOLDED)]
     hint = await cp._read_hint(thread_id)
@@ -176,10 +177,16 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcRe
     protected_ids: set[str] = set()
     live_ids: set[str] = set()
     ids_safe = not unknown_dirs
+    by_dir: dict[str, dict[str, dict[str, Any]]] = {}  # once: filtering the listing per thread was quadratic
+    for key, info in objects.items():
+        folder, sep, _ = key.partition("/")
+        if sep:
+            by_dir.setdefault(folder, {})[key] = info
     for thread_id in threads:
         try:
             forget: set[str] = set()
-            doomed = await _thread_gc(cp, thread_id, objects, cutoff, report, protected_ids, live_ids, forget)
+            mine = by_dir.get(layout.thread_dir(thread_id), {})
+            doomed = await _thread_gc(cp, thread_id, objects, mine, cutoff, report, protected_ids, live_ids, forget)
         except CheckpointError as exc:
             report.errors.append(f"thread {thread_id!r} skipped: {exc}")
             ids_safe = False
