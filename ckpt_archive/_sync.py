@@ -22,14 +22,18 @@ def io_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
+def _on_io_loop() -> bool:
+    """Is the caller running on the I/O loop's own thread (where nothing may wait for that loop)?"""
+    try:
+        return asyncio.get_running_loop() is io_loop()
+    except RuntimeError:
+        return False
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the I/O loop and wait for it (must not be called from that loop)."""
     loop = io_loop()
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
+    if _on_io_loop():
         coro.close()
         raise RuntimeError("sync ckpt_archive API called from inside the I/O loop; use the a* methods")
     return asyncio.run_coroutine_threadsafe(coro, loop).result()
@@ -64,13 +68,8 @@ def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
     finally:
         aclose = getattr(agen, "aclose", None)
         if aclose is not None:
-            loop = io_loop()
-            try:
-                here = asyncio.get_running_loop() is loop
-            except RuntimeError:
-                here = False
-            if here:  # left unfinished and collected on the I/O loop's own thread: it cannot wait there
-                task = loop.create_task(aclose())
+            if _on_io_loop():  # left unfinished and collected on the I/O loop's own thread: cannot wait
+                task = io_loop().create_task(aclose())
                 _closing.add(task)
                 task.add_done_callback(_closing.discard)
             else:

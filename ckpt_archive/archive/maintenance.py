@@ -276,9 +276,7 @@ async def update_state(
         return actions, writes, (version + 1, messages)
 
     new_version, messages = await commit_maintenance(cp, thread_id, plan)
-    rec = cp._manifests[thread_id].records.get(checkpoint_id)
-    if rec is not None:
-        cp._remember(state_key(rec), (state, messages))
+    cp._remember(state_key(cp._manifests[thread_id].records[checkpoint_id]), (state, messages))
     return new_version
 
 

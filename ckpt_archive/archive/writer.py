@@ -87,8 +87,7 @@ class ArchiveWriter(StateReader):
                 new = m.copy()
                 new.apply_entry(unseal(entry, "own commit"))
                 hint = hint_due(new.seq, actions)
-                early = hint and self._hint_with_commit
-                if await self._commit(new, stored, hint=early):
+                if await self._commit(new, stored, hint=hint):
                     break
                 m = await self._manifest(thread_id)
                 if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
@@ -100,17 +99,17 @@ class ArchiveWriter(StateReader):
             self._read_at[thread_id] = time.monotonic()
             self._remember(state_key(new.records[cid]), content)
             compacted = any(a["action"] == "compact" for a in actions)
-            if compacted or (hint and not early):
-                await self._publish(new, stored, compacted=compacted, hint=hint and not early)
+            await self._publish(new, stored, compacted=compacted, hint=hint and not self._hint_with_commit)
         return cid
 
     async def _commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
-        """Create commit ``new.seq`` (put-if-absent of ``stored``); with ``hint``, the head hint of
-        ``new`` is put at the same time (one round trip, not two). A hint whose commit loses the race
-        names an entry that is not the one at its ``seq``: readers check ``entry_sha256`` and ignore
-        it (FORMAT.md section 7); the next hint replaces it."""
+        """Create commit ``new.seq`` (put-if-absent of ``stored``). ``hint``: the head hint is due; in
+        an archive with a version 2 marker it is put at the same time (one round trip, not two), else
+        ``_publish`` puts it once the commit has landed. A hint whose commit loses the race names an
+        entry that is not the one at its ``seq``: readers check ``entry_sha256`` and ignore it
+        (FORMAT.md section 7); the next hint replaces it."""
         commit = self.store.put_if_absent(layout.log_key(new.thread_id, new.seq), stored)
-        if not hint:
+        if not (hint and self._hint_with_commit):
             return await commit
         put_hint = asyncio.ensure_future(self._put_hint(new, stored))
         try:
@@ -262,6 +261,8 @@ class ArchiveWriter(StateReader):
         then names the new fold, so a gc run right after can collect the log before it."""
         # The commit already landed: a failed hint, part or fold only costs readers a few more
         # reads (they probe past the hint and rebuild from the log), so none of it is an error.
+        if not (hint or compacted):
+            return
         results: list[Any] = []
         if compacted and fold_first:
             results += await asyncio.gather(self._fold(m), return_exceptions=True)
@@ -300,12 +301,12 @@ class ArchiveWriter(StateReader):
             await self.store.put(key, data)
             entry = m.commit_entry([action])
             stored = await self._stored_commit(entry)
-            if not await self.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), stored):
-                raise CheckpointConflict(f"thread {thread_id!r} changed while compacting; try again")
             new = m.copy()
             new.apply_entry(unseal(entry, "own commit"))
+            if not await self._commit(new, stored, hint=True):
+                raise CheckpointConflict(f"thread {thread_id!r} changed while compacting; try again")
             self._manifests[thread_id] = new
-            await self._publish(new, stored, compacted=True)
+            await self._publish(new, stored, compacted=True, hint=not self._hint_with_commit)
             return True
 
     def compact(self, thread_id: str) -> bool:
