@@ -52,6 +52,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_graph.py
 	$(PY) benchmarks/bench_langgraph.py
 	$(PY) benchmarks/bench_prune.py
+	$(PY) benchmarks/perf_doc.py
 
 clean:
 	rm -rf $(VENV) .azurite demo-archive .pytest_cache .mypy_cache .hypothesis

@@ -112,7 +112,7 @@ def row(phase: str, seconds: float, req: dict[str, int], note: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--checkpoints", type=int, default=2_000, help="10000 for the figure in the README (~5 min)")
+    parser.add_argument("--checkpoints", type=int, default=2_000, help="10000 for the retention guide figure (~5 min)")
     parser.add_argument("--keep", type=int, default=100)
     parser.add_argument("--interval", type=int, default=10)
     args = parser.parse_args()

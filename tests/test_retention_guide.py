@@ -1,4 +1,4 @@
-"""The README's retention example runs and prints what the README says it prints."""
+"""The retention guide's example runs and prints what the guide says it prints."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-README = Path(__file__).parent.parent / "README.md"
+GUIDE = Path(__file__).parent.parent / "docs" / "guides" / "retention.md"
 
 
 def test_retention_example_output_matches(tmp_path: Any) -> None:
-    text = README.read_text()
+    text = GUIDE.read_text()
     section = text[text.index("<!-- section: retention -->") :]
     code = re.search(r"```python\n(.*?)```", section, re.S)
     shown = re.search(r"```text\n(.*?)```", section, re.S)
@@ -23,7 +23,7 @@ def test_retention_example_output_matches(tmp_path: Any) -> None:
     os.chdir(tmp_path)
     try:
         with contextlib.redirect_stdout(out):
-            exec(compile(code.group(1), "README retention", "exec"), {})
+            exec(compile(code.group(1), "retention guide", "exec"), {})
     finally:
         os.chdir(cwd)
 

@@ -1,4 +1,4 @@
-"""The README's parity section: every python block runs as written (in a scratch directory)."""
+"""The sessions guide (parity section): every python block runs as written (in a scratch directory)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "sessions-protection-typed.md"
 
 
 def parity_blocks() -> list[str]:
-    text = README.read_text(encoding="utf-8")
+    text = GUIDE.read_text(encoding="utf-8")
     start = text.index("<!-- section: parity -->")
     end = text.find("<!-- section:", start + 1)
     section = text[start : end if end != -1 else None]
@@ -28,4 +28,4 @@ def test_there_is_one_example_per_api() -> None:
 def test_readme_example_runs(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     code = parity_blocks()[index]
-    exec(compile(code, f"README.md parity example {index + 1}", "exec"), {"__name__": "__readme__"})
+    exec(compile(code, f"sessions guide example {index + 1}", "exec"), {"__name__": "__readme__"})
