@@ -1,176 +1,41 @@
-"""One contract, every checkpointer: memory (the reference), delta-over-memory, archive on each backend."""
+"""The checkpointer contract (``ckpt_archive.testing.contract``) on every checkpointer here: memory (the
+reference), delta-over-memory, and the archive on each backend."""
 
 from __future__ import annotations
 
-import asyncio
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pytest
 
 import ckpt_archive as ca
+from ckpt_archive.testing.contract import CheckpointerContract
 
-KINDS = [
-    "memory",
-    "delta-memory",
-    "archive-local",
-    "archive-memory",
-    "archive-s3",
-    "archive-gcs",
-    "archive-azure",
-]
+ARCHIVE_BACKENDS = ["local", "memory", "s3", "gcs", "azure"]
 
 
-@pytest.fixture(params=KINDS)
-def cp(request: pytest.FixtureRequest, archive_url: Any) -> ca.Checkpointer:
-    kind = request.param
-    if kind == "memory":
+class TestMemory(CheckpointerContract):
+    snapshot_interval = None
+
+    @pytest.fixture
+    def cp(self) -> ca.Checkpointer:
         return ca.MemoryCheckpointer()
-    if kind == "delta-memory":
+
+
+class TestDeltaOverMemory(CheckpointerContract):
+    @pytest.fixture
+    def cp(self) -> ca.Checkpointer:
         return ca.DeltaCheckpointer(ca.MemoryCheckpointer(), ca.DeltaConfig(full_snapshot_interval=4))
-    url, opts = archive_url(kind.removeprefix("archive-"))
-    return ca.open_archive(url, storage_options=opts, full_snapshot_interval=4)
 
 
-def chat(thread: str, n: int, cp: ca.Checkpointer) -> list[ca.Checkpoint]:
-    saved, messages = [], []
-    for step in range(n):
-        messages.append({"role": "user" if step % 2 else "assistant", "content": f"message {step} " * 5})
-        ckpt = ca.Checkpoint.new(
-            thread,
-            {"messages": list(messages), "counter": step, "profile": {"name": "x", "turns": step}},
-            step=step,
-            pending_nodes=[f"node-{step}"],
-        )
-        cp.save(ckpt)
-        saved.append(ckpt)
-    return saved
+class TestArchive(CheckpointerContract):
+    @pytest.fixture(params=ARCHIVE_BACKENDS)
+    def cp(self, request: pytest.FixtureRequest, archive_url: Any) -> ca.Checkpointer:
+        url, opts = archive_url(request.param)
+        return ca.open_archive(url, storage_options=opts, full_snapshot_interval=4)
 
 
-def test_empty(cp: ca.Checkpointer) -> None:
-    assert cp.load("nobody") is None
-    assert cp.load_by_id("no-such-id") is None
-    assert cp.list("nobody") == []
-    assert cp.threads() == []
-
-
-def test_round_trip_every_field(cp: ca.Checkpointer) -> None:
-    created = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
-    first = ca.Checkpoint(
-        thread_id="t",
-        step=0,
-        state={"a": 1, "b": [1, 2], "c": {"d": None, "e": 1.5, "f": True}, "s": "ünïcødé"},
-        pending_nodes=["n1", "n2"],
-        metadata={"source": "input", "writes": {"x": [1]}},
-        created_at=created,
-        cleared_interrupt="approve",
-        attempts={"tool": 2},
-        child_ledger={"child-1": {"status": "done"}},
-        run_id="run-1",
-        node_id="agent",
-        messages=[{"role": "user", "content": "hi"}],
-    ).protect(ca.binding_digest("token-1"))
-    cp.save(first)
-    second = ca.Checkpoint.new(
-        "t",
-        {"a": 2, "b": [1, 2, 3], "c": {"d": None, "e": 1.5, "f": False}},
-        step=1,
-        messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello", "n": 1.0}],
-        run_id="run-1",
-        node_id="tools",
-        protect=True,
-    )
-    second = second.with_cleared_interrupt("review").with_metadata("k", [1, "two"])
-    cp.save(second)
-    legacy = ca.Checkpoint.new("t", {"a": 3}, step=2)  # no run, node, messages or protection
-    cp.save(legacy)
-    for original, parent in (
-        (first, None),
-        (second, first.checkpoint_id),
-        (legacy, second.checkpoint_id),
-    ):
-        loaded = cp.load_by_id(original.checkpoint_id)
-        assert loaded is not None
-        assert loaded.parent_id == parent
-        assert loaded.model_dump(exclude={"parent_id"}) == original.model_dump(exclude={"parent_id"})
-        assert loaded.integrity_status() == original.integrity_status()
-    assert cp.load_by_id(first.checkpoint_id).integrity_status(ca.binding_digest("token-1")) == "verified"  # type: ignore[union-attr]
-    assert cp.load_by_id(legacy.checkpoint_id).integrity_status() == "unprotected"  # type: ignore[union-attr]
-    latest = cp.load("t")
-    assert latest is not None and latest.checkpoint_id == legacy.checkpoint_id
-    assert latest.state == legacy.state and latest.messages == []
-
-
-def test_chat_history_loads_every_step(cp: ca.Checkpointer) -> None:
-    saved = chat("chat", 11, cp)
-    for ckpt in saved:
-        loaded = cp.load_by_id(ckpt.checkpoint_id)
-        assert loaded is not None and loaded.state == ckpt.state and loaded.step == ckpt.step
-    infos = cp.list("chat")
-    assert [i.checkpoint_id for i in infos] == [c.checkpoint_id for c in saved]
-    assert [i.step for i in infos] == list(range(11))
-    assert all(i.thread_id == "chat" and i.stored_bytes >= 0 for i in infos)
-    assert infos[0].parent_id is None
-    assert [i.parent_id for i in infos[1:]] == [c.checkpoint_id for c in saved[:-1]]
-
-
-def test_delta_kinds_follow_interval(cp: ca.Checkpointer) -> None:
-    chat("k", 9, cp)
-    kinds = [i.kind for i in cp.list("k")]
-    if isinstance(cp, ca.MemoryCheckpointer):
-        assert set(kinds) == {"full"}
-    else:
-        assert kinds == ["full", "delta", "delta", "delta", "full", "delta", "delta", "delta", "full"]
-
-
-def test_threads_and_delete(cp: ca.Checkpointer) -> None:
-    a = chat("a", 3, cp)
-    chat("b", 2, cp)
-    assert cp.threads() == ["a", "b"]
-    cp.delete("a")
-    assert cp.threads() == ["b"]
-    assert cp.load("a") is None
-    assert cp.list("a") == []
-    assert cp.load_by_id(a[0].checkpoint_id) is None
-    assert cp.load("b") is not None
-    cp.delete("never-existed")
-
-
-def test_loaded_state_is_a_private_copy(cp: ca.Checkpointer) -> None:
-    chat("p", 3, cp)
-    loaded = cp.load("p")
-    assert loaded is not None
-    loaded.state["messages"].append("mutated")
-    loaded.state["profile"]["name"] = "mutated"
-    again = cp.load("p")
-    assert again is not None
-    assert "mutated" not in again.state["messages"] and again.state["profile"]["name"] == "x"
-
-
-@pytest.mark.parametrize(
-    "thread",
-    [
-        "a/b/c",
-        "../../etc",
-        "..",
-        ".",
-        "with space",
-        "ünïcødé 🧵",
-        "x" * 1024,
-        "%2F",
-        "@hash",
-        "thread_id=z",
-        "a\\b",
-    ],
-)
-def test_hostile_thread_ids(cp: ca.Checkpointer, thread: str) -> None:
-    saved = chat(thread, 3, cp)
-    assert cp.load(thread) is not None
-    assert cp.load(thread).state == saved[-1].state  # type: ignore[union-attr]
-    assert cp.threads() == [thread]
-    assert [i.checkpoint_id for i in cp.list(thread)] == [c.checkpoint_id for c in saved]
-
-
+# -- the Checkpoint model itself (no checkpointer involved) ----------------------------------------
 def test_empty_thread_id_refused() -> None:
     with pytest.raises(ca.InvalidIdentifier):
         ca.Checkpoint.new("", {})
@@ -188,104 +53,3 @@ def test_non_json_state_refused_naming_key() -> None:
 def test_reserved_metadata_refused() -> None:
     with pytest.raises(ca.ReservedMetadataKey):
         ca.Checkpoint.new("t", {}).with_metadata("ckpt_archive.delta", 1)
-
-
-def test_duplicate_id_refused(cp: ca.Checkpointer) -> None:
-    ckpt = ca.Checkpoint.new("d", {"a": 1})
-    cp.save(ckpt)
-    with pytest.raises(ca.DuplicateCheckpointId):
-        cp.save(ckpt)
-
-
-def test_unknown_parent_refused(cp: ca.Checkpointer) -> None:
-    cp.save(ca.Checkpoint.new("u", {"a": 1}))
-    with pytest.raises(ca.CheckpointNotFound):
-        cp.save(ca.Checkpoint.new("u", {"a": 2}, step=1, parent_id="nope"))
-
-
-def test_fork_from_earlier_checkpoint(cp: ca.Checkpointer) -> None:
-    saved = chat("f", 6, cp)
-    fork = ca.Checkpoint.new("f", {"forked": True}, step=2, parent_id=saved[1].checkpoint_id)
-    cp.save(fork)
-    latest = cp.load("f")
-    assert latest is not None and latest.checkpoint_id == fork.checkpoint_id
-    assert latest.parent_id == saved[1].checkpoint_id and latest.state == {"forked": True}
-    for ckpt in saved:
-        assert cp.load_by_id(ckpt.checkpoint_id).state == ckpt.state  # type: ignore[union-attr]
-
-
-def test_async_twins(cp: ca.Checkpointer) -> None:
-    async def run() -> None:
-        first = ca.Checkpoint.new("as", {"m": [1]}, step=0)
-        second = ca.Checkpoint.new("as", {"m": [1, 2]}, step=1)
-        assert await cp.asave(first) == first.checkpoint_id
-        await cp.asave(second)
-        assert (await cp.aload("as")).state == {"m": [1, 2]}  # type: ignore[union-attr]
-        assert (await cp.aload_by_id(first.checkpoint_id)).state == {"m": [1]}  # type: ignore[union-attr]
-        assert [i.step for i in await cp.alist("as")] == [0, 1]
-        assert await cp.athreads() == ["as"]
-        await cp.adelete("as")
-        assert await cp.aload("as") is None
-
-    asyncio.run(run())
-
-
-def test_protocol(cp: Any) -> None:
-    assert isinstance(cp, ca.Checkpointer)
-
-
-# -- history, edits and removals ------------------------------------------------------------------
-def _editable(cp: Any) -> None:
-    """Every checkpointer here edits and removes (DeltaCheckpointer through its memory inner)."""
-
-
-def test_history_oldest_first_full_states(cp: Any) -> None:
-    saved = chat("hist", 9, cp)
-    fork = ca.Checkpoint.new("hist", {"forked": 1}, step=4, parent_id=saved[3].checkpoint_id)
-    cp.save(fork)
-    history = cp.history("hist")
-    first = next(history)
-    assert first.checkpoint_id == saved[0].checkpoint_id
-    rest = list(history)
-    assert [c.checkpoint_id for c in [first, *rest]] == [c.checkpoint_id for c in [*saved, fork]]
-    assert [c.state for c in [first, *rest]] == [c.state for c in [*saved, fork]]
-    assert list(cp.history("nobody")) == []
-
-    async def collect() -> list[Any]:
-        return [c.step async for c in cp.ahistory("hist")]
-
-    assert asyncio.run(collect()) == [*range(9), 4]
-
-
-def test_update_state_optimistic_versions(cp: Any) -> None:
-    _editable(cp)
-    saved = chat("ed", 7, cp)
-    target = saved[2]
-    assert [i.version for i in cp.list("ed")] == [1] * 7
-    assert cp.update_state(target.checkpoint_id, {"edited": True}, 1) == 2
-    with pytest.raises(ca.CheckpointVersionConflict):
-        cp.update_state(target.checkpoint_id, {"edited": False}, 1)
-    assert cp.load_by_id(target.checkpoint_id).state == {"edited": True}
-    for c in saved:
-        if c is not target:
-            assert cp.load_by_id(c.checkpoint_id).state == c.state  # dependents keep their own state
-    assert [i.version for i in cp.list("ed")] == [1, 1, 2, 1, 1, 1, 1]
-    assert asyncio.run(cp.aupdate_state(target.checkpoint_id, {"edited": 3}, 2)) == 3
-    with pytest.raises(ca.CheckpointNotFound):
-        cp.update_state("missing", {}, 1)
-
-
-def test_remove_named_checkpoints(cp: Any) -> None:
-    _editable(cp)
-    saved = chat("rm", 8, cp)
-    doomed = [saved[1].checkpoint_id, saved[5].checkpoint_id, saved[7].checkpoint_id]
-    dry = cp.remove("rm", doomed, dry_run=True)
-    assert dry.dry_run and dry.removed == doomed and len(cp.list("rm")) == 8
-    report = cp.remove("rm", [*doomed, "unknown"])
-    assert report.removed == doomed and set(report.kept) == {c.checkpoint_id for c in saved} - set(doomed)
-    assert [i.checkpoint_id for i in cp.list("rm")] == [c.checkpoint_id for c in saved if c.checkpoint_id not in doomed]
-    for c in saved:
-        loaded = cp.load_by_id(c.checkpoint_id)
-        assert (loaded is None) if c.checkpoint_id in doomed else (loaded is not None and loaded.state == c.state)
-    assert cp.load("rm").checkpoint_id == saved[6].checkpoint_id
-    assert asyncio.run(cp.aremove("rm", [saved[0].checkpoint_id])).removed == [saved[0].checkpoint_id]
