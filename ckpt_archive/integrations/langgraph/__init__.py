@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from .maintenance import UnknownPruneStrategy
 from .saver import ArchiveSaver
+from .serde import InvalidAllowedType, UnsafeValue
 
-__all__ = ["ArchiveSaver", "UnknownPruneStrategy"]
+__all__ = ["ArchiveSaver", "InvalidAllowedType", "UnknownPruneStrategy", "UnsafeValue"]
