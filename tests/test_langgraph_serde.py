@@ -27,8 +27,10 @@ pytest.importorskip("langgraph")
 
 import ormsgpack
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -37,7 +39,13 @@ from pydantic import BaseModel
 
 import ckpt_archive as ca
 from ckpt_archive.archive.manifest import seal, unseal
-from ckpt_archive.integrations.langgraph import ArchiveSaver, UnsafeValue
+from ckpt_archive.integrations.langgraph import (
+    ArchiveSaver,
+    InvalidAllowedType,
+    UnsafeSerde,
+    UnsafeValue,
+    strict_serde,
+)
 
 PAYLOAD = "PAYLOAD"  # the crafted serde writes the attack in place of this value
 
@@ -89,20 +97,17 @@ def permissive_langgraph(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lg_msgpack, "STRICT_MSGPACK_ENABLED", False)
 
 
-def _config(thread: str = "t", checkpoint_id: str | None = None) -> dict[str, Any]:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
-    if checkpoint_id:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
+def _config(thread: str = "t") -> RunnableConfig:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 
-def _put(saver: ArchiveSaver, value: Any) -> dict[str, Any]:
+def _put(saver: ArchiveSaver, value: Any) -> RunnableConfig:
     """One checkpoint whose channel ``x`` and list channel ``msgs`` hold ``value``, and a pending write of it."""
     cp = generate_checkpoint(channel_values={"x": value, "msgs": ["hello", value]})
     cp["channel_versions"] = {"x": 1, "msgs": 1}
-    cfg = saver.put(_config(), cp, generate_metadata(step=0), {"x": 1, "msgs": 1})  # type: ignore[arg-type]
+    cfg = saver.put(_config(), cp, generate_metadata(step=0), {"x": 1, "msgs": 1})
     saver.put_writes(cfg, [("x", value)], "task-1")
-    return cfg  # type: ignore[return-value]
+    return cfg
 
 
 def _read(url: str, **kw: Any) -> list[Any]:
@@ -118,7 +123,7 @@ class _Crafted(JsonPlusSerializer):
     """The attacker's writer: an ordinary serde, except that ``PAYLOAD`` is stored as the attack."""
 
     def __init__(self, blob: tuple[str, bytes]) -> None:
-        super().__init__()
+        super().__init__(allowed_msgpack_modules=None)
         self.blob = blob
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -180,7 +185,8 @@ def test_a_stored_pickle_is_refused_with_a_typed_error(route: str, tmp_path: Pat
     marker = tmp_path / "pwned"
     url = str(tmp_path / "archive")
     ROUTES[route](url, _payloads(marker)["pickle"])
-    for serde in (None, JsonPlusSerializer(pickle_fallback=True)):  # never unpickled, whatever the serde
+    unpickling = JsonPlusSerializer(pickle_fallback=True, allowed_msgpack_modules=None)
+    for serde in (None, unpickling):  # never unpickled, whatever the serde
         with pytest.raises(UnsafeValue, match="pickle"):
             _read(url, serde=serde)
     assert not marker.exists()
@@ -189,7 +195,7 @@ def test_a_stored_pickle_is_refused_with_a_typed_error(route: str, tmp_path: Pat
 
 def test_a_pickling_serde_is_refused_at_put_before_anything_is_written(tmp_path: Path) -> None:
     url = str(tmp_path / "archive")
-    saver = ArchiveSaver.from_url(url, serde=JsonPlusSerializer(pickle_fallback=True))
+    saver = ArchiveSaver.from_url(url, serde=JsonPlusSerializer(pickle_fallback=True, allowed_msgpack_modules=None))
     with pytest.raises(UnsafeValue, match="pickle"):
         _put(saver, object())  # not msgpack-serialisable: the serde falls back to pickle
     assert saver.archive.list("t") == []
@@ -210,6 +216,8 @@ def test_registered_types_are_constructed_and_only_they(tmp_path: Path) -> None:
     marker.unlink()
     _read(url, allowed_types=[Profile])  # registering another type does not let this one in
     assert not marker.exists()
+    with pytest.raises(InvalidAllowedType, match="module, name"):
+        ArchiveSaver.from_url(url, allowed_types=[f"{Tripwire.__module__}.Tripwire"])  # type: ignore[list-item]
 
 
 # -- graphs that checkpoint LangGraph's and the user's own types still round trip ----------------------
@@ -244,7 +252,7 @@ def _graph(saver: ArchiveSaver) -> Any:
 
     builder = StateGraph(State)
     builder.add_node("plan", plan)
-    builder.add_node("work", work)
+    builder.add_node("work", work)  # type: ignore[arg-type]  # a Send target: its input is the Send's arg
     builder.add_edge(START, "plan")
     return builder.compile(checkpointer=saver)
 
@@ -267,3 +275,35 @@ def test_a_graph_with_messages_send_interrupt_and_user_types_round_trips(tmp_pat
     plain = _graph(ArchiveSaver.from_url(url)).get_state(config).values
     assert plain["profile"] == {"name": "ada", "score": 1.5} and plain["items"][0] == {"sku": "a", "qty": 1}
     assert isinstance(plain["messages"][0], HumanMessage)
+
+
+class _Reverse:
+    """A stand-in cipher (the keyed one is in test_langgraph_saver.py): what matters is the envelope."""
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        return "rev", plaintext[::-1]
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        return ciphertext[::-1]
+
+
+def test_an_encrypting_serde_does_not_let_plaintext_constructors_in(tmp_path: Path) -> None:
+    """``EncryptedSerializer`` decodes a value without a cipher suffix as plaintext, with its inner serde:
+    whoever can write the archive needs no key. Its default inner serde constructs anything, so the saver
+    refuses it unless told by name; with ``strict_serde()`` inside, the injected value stays data."""
+    marker = tmp_path / "pwned"
+    url = str(tmp_path / "archive")
+    with pytest.raises(UnsafeSerde, match="strict_serde"):
+        ArchiveSaver.from_url(url, serde=EncryptedSerializer(_Reverse()))
+    with pytest.raises(UnsafeSerde, match="strict_serde"):
+        ArchiveSaver.from_url(url, serde=JsonPlusSerializer())
+    serde = EncryptedSerializer(_Reverse(), strict_serde())
+    _put(ArchiveSaver.from_url(url, serde=serde), "benign")
+    _edit_writes(url, ["msgpack", base64.b64encode(_payloads(marker)["os.system"][1]).decode()])
+    saver = ArchiveSaver.from_url(url, serde=serde, allowed_types=[Item])  # extends the inner allowlist
+    tup = saver.get_tuple(_config())
+    assert tup is not None and tup.checkpoint["channel_values"]["x"] == "benign"
+    assert not marker.exists()
+    unsafe = ArchiveSaver.from_url(url, serde=EncryptedSerializer(_Reverse()), unsafe_any_type=True)
+    unsafe.get_tuple(_config())  # the opt-in is real: LangGraph's permissive serde runs the payload
+    assert marker.exists()

@@ -7,6 +7,6 @@ from __future__ import annotations
 
 from .maintenance import UnknownPruneStrategy
 from .saver import ArchiveSaver
-from .serde import InvalidAllowedType, UnsafeValue
+from .serde import InvalidAllowedType, UnsafeSerde, UnsafeValue, strict_serde
 
-__all__ = ["ArchiveSaver", "InvalidAllowedType", "UnknownPruneStrategy", "UnsafeValue"]
+__all__ = ["ArchiveSaver", "InvalidAllowedType", "UnknownPruneStrategy", "UnsafeSerde", "UnsafeValue", "strict_serde"]

@@ -46,7 +46,7 @@ from .encoding import (
 from .history import History, collect_history
 from .maintenance import Maintenance
 from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
-from .serde import AllowedTypes, keys_of, strict_serde
+from .serde import AllowedTypes, check_serde, keys_of, strict_serde
 
 PUT_RAW_LIMIT = 20_000
 """Values whose serialised bytes the saver keeps between puts, each under its base64 text (for 1 KB
@@ -58,12 +58,16 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
 
     Reading never runs code named by the archive (which someone else may have written): by default a
     stored value constructs only LangChain messages, LangGraph's own types (``Send``, ``Interrupt``,
-    ``Command``...), the standard value types LangGraph knows, and ``allowed_types`` -- your state's
-    own classes (pydantic models, dataclasses, enums), or ``(module, name)`` pairs. A value of any
-    other type comes back as its plain data (a dict or list), never constructed; see ``serde.py`` and
-    docs/guides/langgraph.md. ``allowed_types`` extends a ``serde`` you pass too, by LangGraph's
-    ``with_allowlist``, but such a serde otherwise keeps its own policy (``JsonPlusSerializer()``
-    with ``LANGGRAPH_STRICT_MSGPACK`` unset constructs anything). Pickle is refused either way.
+    ``Command``...), the standard value types LangGraph knows, and ``allowed_types``: your state's own
+    classes (pydantic models, dataclasses, enums), or ``(module, name)`` pairs. A value of any other
+    type comes back as its plain data (a dict or list), never constructed; pickle is refused
+    (``UnsafeValue``). See ``serde.py`` and docs/guides/langgraph.md.
+
+    A ``serde`` you pass is used as given (``allowed_types`` extends its allowlist by LangGraph's
+    ``with_allowlist``), except LangGraph's permissive ``JsonPlusSerializer`` -- ``JsonPlusSerializer()``
+    with ``LANGGRAPH_STRICT_MSGPACK`` unset, or ``EncryptedSerializer(cipher)``, which decodes unencrypted
+    values with one -- is refused (``UnsafeSerde``) unless ``unsafe_any_type=True``: to encrypt, pass
+    ``EncryptedSerializer(cipher, strict_serde())``.
     """
 
     def __init__(
@@ -72,8 +76,11 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         *,
         serde: SerializerProtocol | None = None,
         allowed_types: AllowedTypes = (),
+        unsafe_any_type: bool = False,
         state_cache: int = 64,
     ) -> None:
+        if serde is not None and not unsafe_any_type:
+            check_serde(serde)
         super().__init__(serde=serde or strict_serde())
         self.archive = archive
         self.store = archive.store

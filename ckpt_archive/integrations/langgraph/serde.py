@@ -16,12 +16,18 @@ LangGraph's log) and is never constructed. The ``json`` type is revived only for
 ``pickle`` runs code by design, so no stored value of that type is ever decoded, whatever the serde
 (a serde built with ``pickle_fallback=True`` would unpickle it): reading refuses it with
 ``UnsafeValue``, and so does writing, so that the saver never stores what it would refuse to read.
+
+A serde the caller passes is theirs, except LangGraph's permissive one (``check_serde``): refused with
+``UnsafeSerde`` unless ``unsafe_any_type=True``, since ``EncryptedSerializer(cipher)`` wraps it and the
+README's advice was to pass exactly that.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...errors import CheckpointError
@@ -32,6 +38,10 @@ AllowedTypes = Iterable[type | tuple[str, ...]]
 
 class UnsafeValue(CheckpointError):
     """A stored LangGraph value is encoded with pickle, which runs code when decoded; it is refused."""
+
+
+class UnsafeSerde(CheckpointError, ValueError):
+    """The serde given to ArchiveSaver would construct any type a stored value names."""
 
 
 class InvalidAllowedType(CheckpointError, TypeError):
@@ -62,10 +72,26 @@ def keys_of(allowed_types: AllowedTypes) -> list[tuple[str, ...]]:
     return keys
 
 
+def check_serde(serde: Any) -> None:
+    """Refuse LangGraph's permissive ``JsonPlusSerializer``, alone or inside an ``EncryptedSerializer``.
+
+    An ``EncryptedSerializer`` decodes a value stored without a cipher suffix as plaintext, with its
+    inner serde, so a writer of the archive needs no key; its default inner serde (and
+    ``JsonPlusSerializer()``, with ``LANGGRAPH_STRICT_MSGPACK`` unset) constructs anything. Any other
+    serde is the caller's own, and trusted. ``_allowed_msgpack_modules`` is what LangGraph's own
+    ``with_msgpack_allowlist`` reads: ``True`` means "construct anything"."""
+    inner = serde.serde if isinstance(serde, EncryptedSerializer) else serde
+    if isinstance(inner, JsonPlusSerializer) and getattr(inner, "_allowed_msgpack_modules", None) is True:
+        raise UnsafeSerde(
+            f"this {type(serde).__name__} would construct any type an archive names (code execution on read); "
+            "use strict_serde() (EncryptedSerializer(cipher, strict_serde())) or pass unsafe_any_type=True"
+        )
+
+
 def check_encoding(typ: str) -> None:
     """Refuse a pickled value, before any serde sees its bytes (``pickle+<cipher>`` when encrypted)."""
     if typ.startswith("pickle"):
         raise UnsafeValue(
             f"a stored LangGraph value is encoded as {typ[:40]!r}, which would run code when read; "
-            "ckpt_archive never unpickles: store values msgpack can encode (or register their types)"
+            "ckpt_archive never unpickles: store values LangGraph's msgpack encoding can represent"
         )
