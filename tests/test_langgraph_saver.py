@@ -25,7 +25,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import ckpt_archive as ca
-from ckpt_archive.integrations.langgraph import ArchiveSaver, UnknownPruneStrategy
+from ckpt_archive.integrations.langgraph import ArchiveSaver, UnknownPruneStrategy, strict_serde
 from ckpt_archive.integrations.langgraph.testing import build_graph, run_turns
 from ckpt_archive.testing import RoundTrips, S3Server
 
@@ -316,7 +316,7 @@ class _AesGcm:
 
 def test_encrypted_serializer_hides_values_and_still_appends() -> None:
     pytest.importorskip("cryptography")
-    serde = EncryptedSerializer(_AesGcm())
+    serde = EncryptedSerializer(_AesGcm(), strict_serde())
     saver = ArchiveSaver.from_url("memory://lg-encrypted", serde=serde, full_snapshot_interval=1000)
     _grow(saver, "t", 10)
     found = asyncio.run(saver.store.find(""))

@@ -7,5 +7,6 @@ from __future__ import annotations
 
 from .maintenance import UnknownPruneStrategy
 from .saver import ArchiveSaver
+from .serde import InvalidAllowedType, UnsafeSerde, UnsafeValue, strict_serde
 
-__all__ = ["ArchiveSaver", "UnknownPruneStrategy"]
+__all__ = ["ArchiveSaver", "InvalidAllowedType", "UnknownPruneStrategy", "UnsafeSerde", "UnsafeValue", "strict_serde"]

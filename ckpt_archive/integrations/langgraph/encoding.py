@@ -14,9 +14,10 @@ State of one archive checkpoint (JSON, so the archive's delta engine diffs it)::
      "metadata_typed": {key: [t, b64]},      # only metadata values that are not JSON
      "folded": {name: {"seed": [t, b64]?, "writes": [[task_id, channel, t, b64], ...]}}}
 
-Values only ever go through the saver's serde (``dumps_typed``/``loads_typed``); bytes are base64. A
-channel whose version did not move copies its parent's entry verbatim, so the delta is empty for it;
-a list that grew by appending keeps its old elements' encodings, so the delta is an ``append``.
+Values only ever go through the saver's serde (``dumps_typed``/``loads_typed``), and never as pickle
+(``serde.py`` says what a stored value may construct); bytes are base64. A channel whose version did
+not move copies its parent's entry verbatim, so the delta is empty for it; a list that grew by
+appending keeps its old elements' encodings, so the delta is an ``append``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pybase64  # SIMD base64: decoding a 1,000-message history was a fifth of 
 from ...codec import check_json, json_copy
 from ...errors import CheckpointError, InvalidState
 from ...model import RESERVED_PREFIX
+from .serde import check_encoding
 
 LG_KEY = RESERVED_PREFIX + "langgraph"
 """Record metadata key holding ``{"id": langgraph checkpoint id, "parent": its parent id}``."""
@@ -90,11 +92,18 @@ class SerdeCodec:
         for blob in blobs:
             if not (type(blob) is list and len(blob) == 2 and type(blob[0]) is str and type(blob[1]) is str):
                 raise CheckpointError(f"stored LangGraph value is malformed: {str(blob)[:100]}")
+            check_encoding(blob[0])
             data = None if raw is None else raw.get(blob[1])
             if data is None:
                 data = _unbase64(blob[1])
                 self._keep(blob[1], data)
-            out.append(loads_typed((blob[0], data)))
+            try:
+                out.append(loads_typed((blob[0], data)))
+            except NotImplementedError:  # JsonPlusSerializer's word for a type it does not know
+                raise CheckpointError(
+                    f"stored LangGraph value has encoding {blob[0][:40]!r}, unknown to this saver's serde; "
+                    "read it with the serde that wrote it"
+                ) from None
         return out
 
     def encode_channel(self, value: Any, old: Any) -> Any:
@@ -137,6 +146,7 @@ class SerdeCodec:
 
 
 def _blob(typ: str, data: bytes) -> Blob:
+    check_encoding(typ)  # refused when read, so never stored
     return [typ, pybase64.b64encode_as_string(data)]
 
 

@@ -29,7 +29,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.base import Checkpoint as LGCheckpoint
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
@@ -47,6 +46,7 @@ from .encoding import (
 from .history import History, collect_history
 from .maintenance import Maintenance
 from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
+from .serde import AllowedTypes, check_serde, keys_of, strict_serde
 
 PUT_RAW_LIMIT = 20_000
 """Values whose serialised bytes the saver keeps between puts, each under its base64 text (for 1 KB
@@ -54,18 +54,42 @@ messages about 2.4 KB an entry, ~50 MB when full)."""
 
 
 class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
-    """Drop-in LangGraph checkpointer: ``graph.compile(checkpointer=ArchiveSaver.from_url(url))``."""
+    """Drop-in LangGraph checkpointer: ``graph.compile(checkpointer=ArchiveSaver.from_url(url))``.
+
+    Reading never runs code named by the archive (which someone else may have written): by default a
+    stored value constructs only LangChain messages, LangGraph's own types (``Send``, ``Interrupt``,
+    ``Command``...), the standard value types LangGraph knows, and ``allowed_types``: your state's own
+    classes (pydantic models, dataclasses, enums), or ``(module, name)`` pairs. A value of any other
+    type comes back as its plain data (a dict or list), never constructed; pickle is refused
+    (``UnsafeValue``). See ``serde.py`` and docs/guides/langgraph.md.
+
+    A ``serde`` you pass is used as given (``allowed_types`` extends its allowlist by LangGraph's
+    ``with_allowlist``), except LangGraph's permissive ``JsonPlusSerializer`` -- ``JsonPlusSerializer()``
+    with ``LANGGRAPH_STRICT_MSGPACK`` unset, or ``EncryptedSerializer(cipher)``, which decodes unencrypted
+    values with one -- is refused (``UnsafeSerde``) unless ``unsafe_any_type=True``: to encrypt, pass
+    ``EncryptedSerializer(cipher, strict_serde())``.
+    """
 
     def __init__(
-        self, archive: ArchiveCheckpointer, *, serde: SerializerProtocol | None = None, state_cache: int = 64
+        self,
+        archive: ArchiveCheckpointer,
+        *,
+        serde: SerializerProtocol | None = None,
+        allowed_types: AllowedTypes = (),
+        unsafe_any_type: bool = False,
+        state_cache: int = 64,
     ) -> None:
-        super().__init__(serde=serde or JsonPlusSerializer(pickle_fallback=False))
+        if serde is not None and not unsafe_any_type:
+            check_serde(serde)
+        super().__init__(serde=serde or strict_serde())
         self.archive = archive
         self.store = archive.store
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._state_cache = state_cache
         self._known: dict[str, dict[str, tuple[str, int]]] = {}  # archive thread -> lg id -> (archive id, step)
         self._put_raw: dict[str, bytes] = {}  # base64 text -> bytes of the values last put (encode_channel)
+        if keys := keys_of(allowed_types):  # the mechanism compile() uses for a graph's schema types
+            self.serde = self.with_allowlist(keys).serde
 
     @classmethod
     def from_url(
@@ -74,6 +98,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         storage_options: dict[str, Any] | None = None,
         *,
         serde: SerializerProtocol | None = None,
+        allowed_types: AllowedTypes = (),
         full_snapshot_interval: int = 10,
         single_writer: bool = False,
         **kw: Any,
@@ -82,7 +107,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         archive = open_archive(
             url, storage_options, full_snapshot_interval=full_snapshot_interval, single_writer=single_writer
         )
-        return cls(archive, serde=serde, **kw)
+        return cls(archive, serde=serde, allowed_types=allowed_types, **kw)
 
     @property
     def maintenance(self) -> Maintenance:
