@@ -1,8 +1,9 @@
 """Serialisation, compression and digests: the only place bytes are made.
 
 Canonical JSON (sorted keys, no NaN) makes digests stable, so the same state
-always hashes the same. zstd frames are decompressed with a size cap so a
-hostile object cannot exhaust memory.
+always hashes the same. A zstd frame is decompressed only when the content size its
+header declares is within the bound of its kind (``limits``), so a hostile object
+cannot exhaust memory.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Any
 import orjson
 import zstandard
 
+from . import limits
 from .errors import InvalidState, TruncatedObject, UnsupportedFormatVersion
 
 FORMAT_VERSION = 1
-MAX_DECOMPRESSED = 1 << 31  # 2 GiB: far above any sane state, far below a bomb
 _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
 
@@ -297,12 +298,27 @@ def compress(data: bytes) -> bytes:
     return _compressor.compress(data)
 
 
-def decompress(data: bytes, *, what: str = "object") -> bytes:
+def decompress(data: bytes, *, what: str = "object", kind: str = "object") -> bytes:
+    """The content of one zstd frame, refused (``ObjectTooLarge``) before any allocation when the
+    size its header declares is over the bound of ``kind`` (``limits.LIMITS``). Writers always
+    declare it (``compress``), so a frame that does not is refused too: its size would only be known
+    once the memory was spent."""
     try:
-        # one frame and nothing after it: bytes appended to a stored object are damage, not padding
-        return zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_DECOMPRESSED, allow_extra_data=False)
+        size = zstandard.frame_content_size(data)
     except zstandard.ZstdError as exc:
         raise TruncatedObject(f"{what} is not a valid zstd frame ({exc})") from None
+    if size < 0:  # -1: not declared in the header
+        raise TruncatedObject(f"{what} is a zstd frame that does not declare its content size")
+    limits.check_read(kind, size, what)
+    try:
+        # one frame and nothing after it: bytes appended to a stored object are damage, not padding;
+        # a frame that produces more than it declared fails here, within the declared bound
+        out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size, allow_extra_data=False)
+    except zstandard.ZstdError as exc:
+        raise TruncatedObject(f"{what} is not a valid zstd frame ({exc})") from None
+    if len(out) != size:
+        raise TruncatedObject(f"{what} holds {len(out)} bytes, its zstd frame declares {size}")
+    return out
 
 
 def check_format(doc: Any, what: str, accept: tuple[int, ...] = (FORMAT_VERSION,)) -> dict[str, Any]:
@@ -319,10 +335,16 @@ def check_format(doc: Any, what: str, accept: tuple[int, ...] = (FORMAT_VERSION,
 
 
 def decode_document(
-    data: bytes, what: str, *, compressed: bool = False, accept: tuple[int, ...] = (FORMAT_VERSION,)
+    data: bytes,
+    what: str,
+    *,
+    compressed: bool = False,
+    accept: tuple[int, ...] = (FORMAT_VERSION,),
+    kind: str = "object",
 ) -> dict[str, Any]:
-    """Bytes -> checked envelope dict, with typed errors instead of parser tracebacks."""
-    raw = decompress(data, what=what) if compressed else data
+    """Bytes -> checked envelope dict, with typed errors instead of parser tracebacks (``kind``: the
+    ``limits`` bound of a compressed document)."""
+    raw = decompress(data, what=what, kind=kind) if compressed else data
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -19,6 +19,11 @@ class InvalidIdentifier(CheckpointError, ValueError):
     """A thread or checkpoint id that cannot be stored (empty, not a string...)."""
 
 
+class StateTooLarge(InvalidState):
+    """A checkpoint is bigger than an archive object may hold (``ckpt_archive.limits``): refused
+    before anything is written, since readers would refuse the objects it needs."""
+
+
 class ReservedMetadataKey(InvalidState):
     """User metadata used a key that ckpt_archive reserves for itself."""
 
@@ -85,6 +90,11 @@ class DigestMismatch(IntegrityError):
 
 class TruncatedObject(IntegrityError):
     """An object is shorter than recorded, or cannot be decoded at all."""
+
+
+class ObjectTooLarge(IntegrityError):
+    """A stored object is (or would decompress to) more bytes than any writer produces for its kind
+    (``ckpt_archive.limits``): a decompression bomb or damage, refused before the memory is taken."""
 
 
 class MissingObject(IntegrityError):

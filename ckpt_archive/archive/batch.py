@@ -100,7 +100,7 @@ async def head_from_hint(
     content = await cp._materialize_content(thread_id, chain, inline, pre)  # cached: a later call reads nothing
     if probes[0] is None:
         return chain[-1], content
-    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=logs[0])
+    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=logs[0], kind="commit entry")
     found = appended(doc, thread_id, seq + 1, chain[-1]["id"])
     if found is None:
         return None

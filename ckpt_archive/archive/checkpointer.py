@@ -81,7 +81,7 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, ArchiveWriter):
                 data = await self.store.get_or_none(f"{name}/_head.json")
                 if data is None:
                     continue
-                thread = unseal(data, f"head hint in {name!r}")["thread_id"]
+                thread = unseal(data, f"head hint in {name!r}", kind="head hint")["thread_id"]
             out.append(thread)
         return sorted(out)
 

@@ -81,3 +81,25 @@ def id_key(checkpoint_id: str) -> str:
 def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str, token: str) -> str:
     """A snapshot written after the fact (re-base, edit, copy): a fresh key, never an overwrite."""
     return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
+
+
+_FOLDERS = {"snapshots": "snapshot", "pages": "page", "deltas": "delta segment", "_parts": "manifest part"}
+
+
+def kind_of(key: str) -> str | None:
+    """The kind of archive object ``key`` names (its bound in ``limits.LIMITS``); None for a key
+    outside the layout above (LangGraph writes, session logs, foreign files)."""
+    if key == ARCHIVE_MARKER:
+        return "archive marker"
+    if key.startswith("_ids/"):
+        return "id entry"
+    if not key.startswith(THREAD_PREFIX):
+        return None
+    parts = key.split("/")
+    if len(parts) == 2:
+        return "head hint" if parts[1] == "_head.json" else None
+    if len(parts) != 3:
+        return None
+    if parts[1] == "_log":
+        return "folded manifest" if parts[2].endswith(".manifest.json.zst") else "commit entry"
+    return _FOLDERS.get(parts[1])

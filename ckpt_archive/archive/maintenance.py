@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .. import codec
+from .. import codec, limits
 from ..errors import CheckpointConflict, CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
@@ -57,21 +57,30 @@ async def commit_maintenance(
             m = await cp._manifest(thread_id)
             actions, writes, result = await plan(m)
             if dry_run or not actions:
-                for w in writes:  # never awaited: close the coroutines
-                    if asyncio.iscoroutine(w):
-                        w.close()
+                discard(writes)
                 return result
+            try:
+                entry = m.commit_entry(actions)  # refused (StateTooLarge) before any payload is written
+            except BaseException:
+                discard(writes)
+                raise
             await asyncio.gather(*writes)
-            entry = m.commit_entry(actions)
             stored = await cp._stored_commit(entry)
             if await cp.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), stored):
                 new = m.copy()
-                new.apply_entry(unseal(entry, "own commit"))
+                new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
                 cp._manifests[thread_id] = new
                 cp._read_at[thread_id] = time.monotonic()
                 await cp._publish(new, stored, compacted=True, fold_first=fold_first)
                 return result
     raise CheckpointConflict(f"thread {thread_id!r} kept changing during maintenance; try again later")
+
+
+def discard(writes: list[Awaitable[None]]) -> None:
+    """Close payload writes that will never run (their coroutines would warn when collected)."""
+    for w in writes:
+        if asyncio.iscoroutine(w):
+            w.close()
 
 
 def snapshot_ref(
@@ -218,7 +227,7 @@ async def thread_of(cp: ArchiveCheckpointer, checkpoint_id: str) -> str:
     await cp._check_root()
     data = await cp.store.get_or_none(layout.id_key(checkpoint_id))
     if data is not None:
-        thread_id: str = unseal(data, f"id entry of {checkpoint_id!r}")["thread_id"]
+        thread_id: str = unseal(data, f"id entry of {checkpoint_id!r}", kind="id entry")["thread_id"]
         if checkpoint_id in (await cp._manifest(thread_id)).records:
             return thread_id
     raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist")
@@ -243,7 +252,9 @@ async def update_state(
     if not isinstance(state, dict):
         raise InvalidState(f"state must be a dict, got {type(state).__name__}")
     codec.check_json(state)
-    state = codec.loads(codec.dumps(state))
+    raw = codec.dumps(state)
+    limits.check_state(len(raw))  # with the messages too: the snapshot's own check (limits)
+    state = codec.loads(raw)
     thread_id = await thread_of(cp, checkpoint_id)
 
     async def plan(m: Manifest) -> Plan[tuple[int, list[Any]]]:

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import codec
+from .. import codec, limits
 from ..delta import Delta
-from ..errors import BrokenChain, CorruptManifest, IntegrityError, UnsupportedFormatVersion
+from ..errors import BrokenChain, CorruptManifest, IntegrityError, ObjectTooLarge, UnsupportedFormatVersion
 from ..model import CheckpointInfo
 from .schema import check_commit, check_folded, check_record
 
@@ -53,8 +53,12 @@ def unseal(
     thread_id: str | None = None,
     key: str | None = None,
     accept: tuple[int, ...] = (codec.FORMAT_VERSION,),
+    kind: str = "object",
 ) -> dict[str, Any]:
     """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest.
+
+    ``kind`` names the document's bound in ``limits.LIMITS``: a zstd frame declaring more is
+    refused (``ObjectTooLarge``) before it is decompressed.
 
     Writers store the canonical JSON exactly, so any other bytes (even whitespace that would
     parse to the same document) are reported as corruption too. ``compressed=None``: the bytes say
@@ -64,9 +68,9 @@ def unseal(
     if compressed is None:
         compressed = data[:4] == codec.ZSTD_MAGIC
     try:
-        raw = codec.decompress(data, what=what) if compressed else data
+        raw = codec.decompress(data, what=what, kind=kind) if compressed else data
         doc = codec.decode_document(raw, what, accept=accept)
-    except UnsupportedFormatVersion:
+    except (UnsupportedFormatVersion, ObjectTooLarge):
         raise
     except IntegrityError as exc:
         raise CorruptManifest(str(exc), thread_id=thread_id, key=key) from None
@@ -198,7 +202,8 @@ class Manifest:
 
     # -- documents -------------------------------------------------------------
     def commit_entry(self, actions: list[dict[str, Any]]) -> bytes:
-        return seal(
+        """The sealed entry of the next commit; ``StateTooLarge`` if readers would refuse it."""
+        entry = seal(
             {
                 "type": "commit",
                 "thread_id": self.thread_id,
@@ -207,6 +212,8 @@ class Manifest:
                 "actions": actions,
             }
         )
+        limits.check_written("commit entry", len(entry), f"commit {self.seq + 1} of thread {self.thread_id!r}")
+        return entry
 
     def folded(self) -> bytes:
         """The folded manifest: part refs, then the records no part holds (or that changed since)."""
@@ -223,7 +230,9 @@ class Manifest:
         if self.parts:
             doc["parts"] = self.parts
             doc["removed"] = sorted(cid for cid in self.dirty if cid not in self.records)
-        return codec.compress(seal(doc))
+        raw = seal(doc)
+        limits.check_written("folded manifest", len(raw), f"folded manifest {self.seq} of thread {self.thread_id!r}")
+        return codec.compress(raw)
 
     @classmethod
     def from_folded(
@@ -237,7 +246,7 @@ class Manifest:
         seq: int | None = None,
     ) -> Manifest:
         """Parse a folded manifest; ``parts`` are the records of its sealed parts, in order."""
-        doc = unseal(data, what, compressed=True, thread_id=thread_id, key=key)
+        doc = unseal(data, what, compressed=True, thread_id=thread_id, key=key, kind="folded manifest")
         if doc.get("type") != "manifest" or (seq is not None and doc.get("seq") != seq):
             msg = f"{what} is not the folded manifest of seq {seq}"
             raise CorruptManifest(msg, thread_id=thread_id, key=key)
@@ -271,7 +280,9 @@ class Manifest:
         data: bytes, what: str, *, thread_id: str | None = None, key: str | None = None
     ) -> list[dict[str, Any]]:
         """The sealed parts a folded manifest needs (read them before ``from_folded``)."""
-        parts = unseal(data, what, compressed=True, thread_id=thread_id, key=key).get("parts", [])
+        parts = unseal(data, what, compressed=True, thread_id=thread_id, key=key, kind="folded manifest").get(
+            "parts", []
+        )
         if not isinstance(parts, list):
             raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
         return parts
@@ -281,18 +292,18 @@ class Manifest:
         sha256, so a reader can tell a hint of this commit from one whose commit never landed (a writer
         puts the hint alongside the commit, FORMAT.md section 7)."""
         chain = self.chain(self.head) if self.head else []
-        return codec.compress(
-            seal(
-                {
-                    "type": "head",
-                    "thread_id": self.thread_id,
-                    "seq": self.seq,
-                    "entry_sha256": codec.sha256(entry),
-                    "manifest_seq": manifest_seq,
-                    "chain": [self._with_ops(r) for r in chain],
-                }
-            )
+        raw = seal(
+            {
+                "type": "head",
+                "thread_id": self.thread_id,
+                "seq": self.seq,
+                "entry_sha256": codec.sha256(entry),
+                "manifest_seq": manifest_seq,
+                "chain": [self._with_ops(r) for r in chain],
+            }
         )
+        limits.check_written("head hint", len(raw), f"head hint of thread {self.thread_id!r}")
+        return codec.compress(raw)
 
     def _with_ops(self, record: Record) -> Record:
         if record["ref"]["type"] == "inline":

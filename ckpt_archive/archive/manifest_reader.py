@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from ..errors import CorruptManifest, MissingObject, UnsupportedFormatVersion
+from ..errors import CorruptManifest, MissingObject, ObjectTooLarge, UnsupportedFormatVersion
 from . import layout
 from .manifest import HINT_LAG, Manifest, unseal
 from .parts import read_folded
@@ -31,22 +31,22 @@ class ManifestReader(ArchiveRoot):
             if m is self._manifests.get(m.thread_id):
                 m = m.copy()
             key = layout.log_key(m.thread_id, m.seq + 1)
-            m.apply_entry(unseal(data, f"commit {m.seq + 1}", thread_id=m.thread_id, key=key))
+            m.apply_entry(unseal(data, f"commit {m.seq + 1}", thread_id=m.thread_id, key=key, kind="commit entry"))
 
     @staticmethod
     async def _no_hint() -> None:
         return None
 
     async def _read_hint(self, thread_id: str) -> dict[str, Any] | None:
-        data = await self.store.get_or_none(layout.head_key(thread_id))
-        if data is None:
-            return None
         try:
-            doc = unseal(data, "head hint", thread_id=thread_id)
+            data = await self.store.get_or_none(layout.head_key(thread_id))
+            if data is None:
+                return None
+            doc = unseal(data, "head hint", thread_id=thread_id, kind="head hint")
             check_hint(doc, thread_id)
             return doc
-        except (CorruptManifest, UnsupportedFormatVersion):
-            return None  # only a hint: fall back to the log itself
+        except (CorruptManifest, UnsupportedFormatVersion, ObjectTooLarge):
+            return None  # only a hint: fall back to the log itself (verify reports it)
 
     async def _manifest(
         self, thread_id: str, *, hint: dict[str, Any] | None = None, hint_read: bool = False
@@ -118,12 +118,16 @@ class ManifestReader(ArchiveRoot):
                 if hint is not None:
                     return await self._rebuild(thread_id, None)
                 raise MissingObject("commit entry is missing from the log", thread_id=thread_id, key=key)
-            m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key))
+            m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry"))
         self._folded_seq[thread_id] = base_seq
         for seq, data in zip(ahead, probes, strict=True):
             if data is None:
                 return m
-            m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=layout.log_key(thread_id, seq)))
+            m.apply_entry(
+                unseal(
+                    data, f"commit {seq}", thread_id=thread_id, key=layout.log_key(thread_id, seq), kind="commit entry"
+                )
+            )
         return await self._fold_forward(m)
 
     async def _replay_to(self, thread_id: str, seq: int, error: CorruptManifest) -> tuple[Manifest, int | None]:
@@ -153,7 +157,7 @@ class ManifestReader(ArchiveRoot):
                 for s, data in zip(range(base + 1, seq + 1), datas, strict=True):
                     assert data is not None
                     key = layout.log_key(thread_id, s)
-                    m.apply_entry(unseal(data, f"commit {s}", thread_id=thread_id, key=key))
+                    m.apply_entry(unseal(data, f"commit {s}", thread_id=thread_id, key=key, kind="commit entry"))
             except (CorruptManifest, MissingObject):
                 continue
             return m, base or None

@@ -11,11 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import codec
+from .. import codec, limits
 from ..delta import Delta
-from ..errors import DigestMismatch, IntegrityError, TruncatedObject, UnsupportedFormatVersion
+from ..errors import DigestMismatch, IntegrityError, ObjectTooLarge, TruncatedObject, UnsupportedFormatVersion
 
 SEGMENT_SCHEMA = pa.schema(
     [
@@ -106,7 +107,9 @@ def encode_snapshot(
         doc["messages"] = messages or []  # absent means no messages (and in snapshots written before them)
     if message_pages:
         doc["message_pages"] = message_pages
-    return codec.compress(codec.dumps(doc))
+    raw = codec.dumps(doc)
+    limits.check_written("snapshot", len(raw), f"snapshot of checkpoint {checkpoint_id!r}")
+    return codec.compress(raw)
 
 
 def decode_snapshot_content(
@@ -114,7 +117,9 @@ def decode_snapshot_content(
 ) -> tuple[dict[str, Any], dict[str, list[str]], list[Any], dict[str, list[str]]]:
     """(state tails, state page table, messages tail, messages page table) of a snapshot object."""
     try:
-        doc = codec.decode_document(data, f"snapshot {key!r}", compressed=True)
+        doc = codec.decode_document(data, f"snapshot {key!r}", compressed=True, kind="snapshot")
+    except ObjectTooLarge as exc:
+        raise ObjectTooLarge(str(exc), thread_id=thread_id, checkpoint_id=checkpoint_id, key=key) from None
     except UnsupportedFormatVersion:
         raise
     except IntegrityError as exc:
@@ -196,6 +201,9 @@ def encode_segment(
     return data, placed
 
 
+_STRINGS = ["checkpoint_id", "op", "key", "path", "value", "target"]
+
+
 class SegmentReader:
     """A parsed segment file; ``ops(checkpoint_id, row_group)`` decodes one checkpoint's delta."""
 
@@ -203,7 +211,11 @@ class SegmentReader:
         self.thread_id, self.key = thread_id, key
         self._rows: dict[int, dict[str, list[Any]]] = {}
         try:
-            self._file = pq.ParquetFile(io.BytesIO(data))
+            # string columns come back dictionary-encoded, as stored: a small dictionary page
+            # repeated over many rows is only expanded once its decoded size is known (``_read``)
+            names = pq.ParquetFile(io.BytesIO(data)).schema_arrow.names
+            strings = [name for name in _STRINGS if name in names]
+            self._file = pq.ParquetFile(io.BytesIO(data), read_dictionary=strings)
             meta = self._file.schema_arrow.metadata or {}
         except Exception as exc:  # pyarrow raises many types for garbage input
             raise TruncatedObject(
@@ -222,15 +234,7 @@ class SegmentReader:
         try:
             rows = self._rows.get(row_group)
             if rows is None:
-                columns = ["checkpoint_id", "op", "path", "value"]
-                has_target = "target" in self._file.schema_arrow.names
-                if has_target:
-                    columns.append("target")
-                table = self._file.read_row_group(row_group, columns=columns)
-                rows = table.to_pydict()
-                if not has_target:
-                    rows["target"] = [None] * table.num_rows
-                self._rows[row_group] = rows
+                rows = self._rows[row_group] = self._read(row_group, checkpoint_id)
             out: Delta = []
             for cid, op, path, value, target in zip(
                 rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], rows["target"], strict=True
@@ -242,6 +246,8 @@ class SegmentReader:
                 if target is not None:
                     entry["target"] = target
                 out.append(entry)
+        except ObjectTooLarge:
+            raise
         except Exception as exc:
             raise TruncatedObject(
                 f"row group {row_group} of the delta segment cannot be read ({exc})",
@@ -257,3 +263,31 @@ class SegmentReader:
                 key=self.key,
             )
         return out
+
+    def _read(self, row_group: int, checkpoint_id: str) -> dict[str, list[Any]]:
+        """The columns of one row group as lists, refused (``ObjectTooLarge``) when the footer declares
+        more rows or bytes than a writer puts in a row group, or its values would decode to more."""
+        where = {"thread_id": self.thread_id, "checkpoint_id": checkpoint_id, "key": self.key}
+        meta = self._file.metadata.row_group(row_group)
+        what = f"row group {row_group} of the delta segment"
+        if meta.num_rows > limits.ROW_GROUP_ROWS:
+            raise ObjectTooLarge(
+                f"{what} has {meta.num_rows} rows, more than any holds ({limits.ROW_GROUP_ROWS})", **where
+            )
+        declared = sum(meta.column(c).total_uncompressed_size for c in range(meta.num_columns))
+        limits.check_read("row group", declared, what, **where)
+        columns = ["checkpoint_id", "op", "path", "value"]
+        has_target = "target" in self._file.schema_arrow.names
+        if has_target:
+            columns.append("target")
+        table = self._file.read_row_group(row_group, columns=columns)
+        decoded = 0
+        for name in columns:
+            for chunk in table.column(name).chunks:
+                if pa.types.is_dictionary(chunk.type):
+                    decoded += pc.sum(pc.take(pc.binary_length(chunk.dictionary), chunk.indices)).as_py() or 0
+        limits.check_read("row group", decoded, f"{what} (decoded)", **where)
+        rows: dict[str, list[Any]] = table.to_pydict()
+        if not has_target:
+            rows["target"] = [None] * table.num_rows
+        return rows

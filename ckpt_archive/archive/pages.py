@@ -97,7 +97,10 @@ def _envelope(items_json: bytes) -> bytes:
 def decode_page(data: bytes, ref: Ref, *, thread_id: str, checkpoint_id: str) -> list[Any]:
     key = ref["key"]
     where = {"thread_id": thread_id, "checkpoint_id": checkpoint_id, "key": key}
-    raw = codec.decompress(data, what=f"page {key!r}")
+    try:
+        raw = codec.decompress(data, what=f"page {key!r}", kind="page")
+    except IntegrityError as exc:
+        raise type(exc)(str(exc), **where) from None
     if codec.sha256(raw) != ref["digest"]:
         raise DigestMismatch("page content differs from its digest", **where)
     try:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .. import codec
+from .. import codec, limits
 from ..errors import CorruptManifest, MissingObject
 from . import layout
 from .manifest import Manifest, Record, seal, unseal
@@ -61,11 +61,15 @@ def seal_parts(m: Manifest, part_size: int | None = None) -> list[tuple[str, byt
     while len(m.parts) >= FANOUT and len({_level(p) for p in m.parts[-FANOUT:]}) == 1:
         level = _level(m.parts[-1])
         ids = [cid for group in m.part_ids[-FANOUT:] for cid in group]
-        del m.parts[-FANOUT:], m.part_ids[-FANOUT:]
         gone = {cid for cid in ids if cid not in m.records}
+        records = [m.records[cid] for cid in ids if cid not in gone]
+        raw = _part_doc(m, records)
+        if not limits.fits("manifest part", len(raw)):
+            break  # the parts stay as they are (a reader reads any number of them)
+        del m.parts[-FANOUT:], m.part_ids[-FANOUT:]
         m.sealed -= gone
         m.dirty -= set(ids)  # the merged part holds their current version
-        out.append(_new_part(m, [m.records[cid] for cid in ids if cid not in gone], level + 1))
+        out.append(_new_part(m, records, level + 1, raw))
     return out
 
 
@@ -74,8 +78,14 @@ def _level(ref: dict[str, Any]) -> int:
     return level if type(level) is int else 0
 
 
-def _new_part(m: Manifest, records: list[Record], level: int) -> tuple[str, bytes]:
-    data = codec.compress(seal({"type": "manifest-part", "thread_id": m.thread_id, "records": records}))
+def _part_doc(m: Manifest, records: list[Record]) -> bytes:
+    return seal({"type": "manifest-part", "thread_id": m.thread_id, "records": records})
+
+
+def _new_part(m: Manifest, records: list[Record], level: int, raw: bytes | None = None) -> tuple[str, bytes]:
+    raw = _part_doc(m, records) if raw is None else raw
+    limits.check_written("manifest part", len(raw), f"manifest part of thread {m.thread_id!r}")
+    data = codec.compress(raw)
     key = part_key(m.thread_id, uuid.uuid4().hex)
     ref = {"key": key, "sha256": codec.sha256(data), "size": len(data), "count": len(records), "level": level}
     m.parts.append(ref)
@@ -90,7 +100,7 @@ def decode_part(data: bytes | None, ref: dict[str, Any], thread_id: str) -> list
         raise MissingObject("sealed manifest part is missing", thread_id=thread_id, key=key)
     if len(data) != ref.get("size", len(data)) or codec.sha256(data) != ref.get("sha256"):
         raise CorruptManifest(f"sealed manifest part {key!r} of thread {thread_id!r} fails its digest check")
-    doc = unseal(data, f"manifest part {key!r}", compressed=True)
+    doc = unseal(data, f"manifest part {key!r}", compressed=True, kind="manifest part")
     if doc.get("type") != "manifest-part" or doc.get("thread_id") != thread_id:
         raise CorruptManifest(f"{key!r} is not a manifest part of thread {thread_id!r}")
     records = doc.get("records")

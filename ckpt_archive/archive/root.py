@@ -101,7 +101,9 @@ class ArchiveRoot(AsyncCoreCheckpointer):
             if not await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker):
                 marker = await self.store.get(layout.ARCHIVE_MARKER)
             data = marker
-        doc = unseal(data, "archive marker", key=layout.ARCHIVE_MARKER, accept=(1, MARKER_VERSION))
+        doc = unseal(
+            data, "archive marker", key=layout.ARCHIVE_MARKER, accept=(1, MARKER_VERSION), kind="archive marker"
+        )
         self._archive_id = str(doc["digest"])
         self._zstd_commits = doc.get("commits") == "zstd"
         self._hint_with_commit = doc["format_version"] >= MARKER_VERSION

@@ -216,7 +216,7 @@ def id_entry_thread(data: bytes, checkpoint_id: str) -> str:
     from .manifest import unseal
 
     key = layout.id_key(checkpoint_id)
-    doc = unseal(data, f"id entry of {checkpoint_id!r}", key=key)
+    doc = unseal(data, f"id entry of {checkpoint_id!r}", key=key, kind="id entry")
     thread_id = doc.get("thread_id")
     if doc.get("checkpoint_id") != checkpoint_id or not isinstance(thread_id, str):
         raise CorruptManifest("id entry is not this checkpoint's", checkpoint_id=checkpoint_id, key=key)

@@ -35,7 +35,9 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
+from .. import limits
 from ..errors import InvalidIdentifier, UnsafeBackend
+from .layout import kind_of
 
 T = TypeVar("T")
 _memory_lock = threading.Lock()
@@ -182,17 +184,22 @@ class ObjectStore:
 
     # -- reads -----------------------------------------------------------------
     async def get(self, key: str) -> bytes:
-        """Bytes of ``key``; FileNotFoundError if absent."""
+        """Bytes of ``key``; FileNotFoundError if absent; ``ObjectTooLarge`` if an archive object is
+        bigger than any writer stores for its kind (``limits``), checked before reading it where the
+        size is known first (local disk, memory) and before anyone decodes it elsewhere."""
         return await self._retry(lambda: self._get(key))
 
     async def _get(self, key: str) -> bytes:
         path = self.path(key)
+        kind = kind_of(key)
         if self.kind == "object":
             data = await self.fs._cat_file(path, start=0)  # start=0: one GET, no sizing HEAD
         elif self.kind == "local":
-            data = await self._blocking(_read_local, path)
+            data = await self._blocking(_read_local, path, kind, key)
         else:
             data = await self._blocking(self.fs.cat_file, path)
+        if kind is not None:
+            limits.check_stored(kind, len(data), key=key)
         return bytes(data)
 
     async def get_or_none(self, key: str) -> bytes | None:
@@ -367,8 +374,11 @@ def _mtime(info: dict[str, Any]) -> datetime | None:
     return None
 
 
-def _read_local(path: str) -> bytes:
+def _read_local(path: str, kind: str | None = None, key: str | None = None) -> bytes:
+    """The file's bytes; a file too big for an archive object of ``kind`` is refused unread."""
     with open(path, "rb") as f:
+        if kind is not None:
+            limits.check_stored(kind, os.fstat(f.fileno()).st_size, key=key)
         return f.read()
 
 

@@ -25,6 +25,7 @@ from ..errors import (
     CorruptManifest,
     IntegrityError,
     MissingObject,
+    ObjectTooLarge,
     UnsupportedFormatVersion,
 )
 from . import layout
@@ -194,12 +195,12 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
     m = await _fold_log(cp, thread_id, found, report)
     if m is None:
         return
-    hint = await cp.store.get_or_none(layout.head_key(thread_id))
-    if hint is not None:
-        try:
-            unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id))
-        except (CorruptManifest, UnsupportedFormatVersion) as exc:
-            report.problems.append(Problem.of(exc, thread_id))
+    try:
+        hint = await cp.store.get_or_none(layout.head_key(thread_id))
+        if hint is not None:
+            unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id), kind="head hint")
+    except (CorruptManifest, UnsupportedFormatVersion, ObjectTooLarge) as exc:
+        report.problems.append(Problem.of(exc, thread_id))
     referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
     referenced |= {p["key"] for r in m.records.values() for p in r["ref"].get("pages", [])}
     report.objects += len(referenced)
@@ -260,7 +261,7 @@ async def _fold_log(
             m = None
             continue
         try:
-            doc = unseal(data, f"commit {s}", thread_id=thread_id, key=key)
+            doc = unseal(data, f"commit {s}", thread_id=thread_id, key=key, kind="commit entry")
             if m is None:
                 base = max((f for f in good_folds if f < s), default=None)
                 if base is None or base != s - 1:
@@ -366,7 +367,7 @@ async def _verify_ids(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport
                     checkpoint_id=cid,
                     key=key,
                 )
-            doc = unseal(data, "id entry", key=key)
+            doc = unseal(data, "id entry", key=key, kind="id entry")
             if doc.get("thread_id") != m.thread_id or doc.get("checkpoint_id") != cid:
                 raise CorruptManifest(
                     "id entry names another thread or checkpoint",

@@ -24,14 +24,15 @@ import time
 import uuid
 from typing import Any
 
-from .. import codec
+from .. import codec, limits
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
 from ..delta import diff_checkpoint
-from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
+from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId, StateTooLarge
 from ..model import Checkpoint
 from . import crypto, layout
 from .content import Content, paged_snapshot, state_key
+from .maintenance import discard
 from .manifest import Manifest, Record, hint_due, seal, unseal
 from .objects import encode_segment, encode_snapshot
 from .parts import seal_parts
@@ -48,6 +49,7 @@ class ArchiveWriter(StateReader):
             codec.json_copy_raw(checkpoint.messages, "messages", series=checkpoint.thread_id),
         )
         content: Content = (state, messages)
+        limits.check_state(len(raw_state) + len(raw_messages))
         checkpoint.check_protection()
         thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
         layout.thread_dir(thread_id)
@@ -78,14 +80,18 @@ class ArchiveWriter(StateReader):
                 if parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
                 actions, writes, content = await self._prepare(m, checkpoint, parent_id, content, digests)
+                try:
+                    entry = m.commit_entry(actions)  # refused (StateTooLarge) before any payload is written
+                except BaseException:
+                    discard(writes)
+                    raise
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
                     index_written = True
                 await asyncio.gather(*writes)
-                entry = m.commit_entry(actions)
                 stored = await self._stored_commit(entry)
                 new = m.copy()
-                new.apply_entry(unseal(entry, "own commit"))
+                new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
                 hint = hint_due(new.seq, actions)
                 if await self._commit(new, stored, hint=hint):
                     break
@@ -153,7 +159,19 @@ class ArchiveWriter(StateReader):
             record["fields"]["protection"] = ckpt.protection.model_dump()
         writes: list[Any] = []
         actions: list[dict[str, Any]] = []
-        if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
+        ops = None
+        # a delta stays inline in commit entries, hints and folds: a thread holds at most
+        # MAX_INLINE_DELTAS of them, of at most INLINE_OPS_BYTES each (limits), or it is a snapshot
+        full = parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval)
+        if not full and len(m.inline) < limits.MAX_INLINE_DELTAS:
+            assert parent_id is not None
+            ops = diff_checkpoint(*await self._content_of(m, parent_id), state, messages)
+            if enc is not None:
+                ops = crypto.seal_ops(enc, self._archive_id, m.thread_id, ckpt.checkpoint_id, ops)
+            stored_ops = len(codec.dumps(ops))
+            if stored_ops > limits.INLINE_OPS_BYTES:
+                ops = None
+        if ops is None:
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
             new_pages: list[tuple[str, bytes]] = []
             page_refs: list[dict[str, Any]] = []
@@ -175,13 +193,10 @@ class ArchiveWriter(StateReader):
                 actions.append(action)
             actions.insert(0, {"action": "add", "record": record})
         else:
-            ops = diff_checkpoint(*await self._content_of(m, parent_id), state, messages)
-            if enc is not None:
-                ops = crypto.seal_ops(enc, self._archive_id, m.thread_id, ckpt.checkpoint_id, ops)
             assert depth is not None
             record.update(kind="delta", depth=depth + 1)
             if ops:
-                record.update(ref={"type": "inline"}, bytes=len(codec.dumps(ops)))
+                record.update(ref={"type": "inline"}, bytes=stored_ops)
                 actions.append({"action": "add", "record": record, "ops": ops})
             else:
                 record.update(ref={"type": "empty"}, bytes=0)
@@ -244,7 +259,7 @@ class ArchiveWriter(StateReader):
         doc = seal({"type": "id", "thread_id": thread_id, "checkpoint_id": checkpoint_id})
         if await self.store.put_if_absent(key, doc):
             return
-        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}", key=key)
+        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}", key=key, kind="id entry")
         owner = existing.get("thread_id")
         if isinstance(owner, str) and owner != thread_id:
             other = await self._manifest(owner)
@@ -279,14 +294,17 @@ class ArchiveWriter(StateReader):
     async def _fold(self, m: Manifest) -> None:
         """Seal parts, then write the folded manifest; on success readers may start from it."""
         before = (list(m.parts), list(m.part_ids), set(m.sealed), set(m.dirty))
-        written = await asyncio.gather(
-            *(self.store.put(key, data) for key, data in seal_parts(m)), return_exceptions=True
-        )
+        try:  # a part or a fold over its bound (limits) is refused: readers fold the log instead
+            objects, folded = seal_parts(m), m.folded()
+        except StateTooLarge:
+            m.parts, m.part_ids, m.sealed, m.dirty = before
+            raise
+        written = await asyncio.gather(*(self.store.put(key, data) for key, data in objects), return_exceptions=True)
         failed = [r for r in written if isinstance(r, BaseException)]
         if failed:  # sealed parts first: the fold that names them must never exist without them
             m.parts, m.part_ids, m.sealed, m.dirty = before
             raise next((r for r in failed if not isinstance(r, Exception)), failed[0])
-        await self.store.put(layout.manifest_key(m.thread_id, m.seq), m.folded())
+        await self.store.put(layout.manifest_key(m.thread_id, m.seq), folded)
         self._folded_seq[m.thread_id] = m.seq
 
     # -- maintenance -------------------------------------------------------------
@@ -302,7 +320,7 @@ class ArchiveWriter(StateReader):
             entry = m.commit_entry([action])
             stored = await self._stored_commit(entry)
             new = m.copy()
-            new.apply_entry(unseal(entry, "own commit"))
+            new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
             if not await self._commit(new, stored, hint=True):
                 raise CheckpointConflict(f"thread {thread_id!r} changed while compacting; try again")
             self._manifests[thread_id] = new
