@@ -2,8 +2,8 @@
 
 Built in layers, each a module of its own (lowest first): ``root`` (settings,
 caches, archive marker), ``manifest_reader`` (hint, folded manifest, log),
-``state_reader`` (chains to checked contents), ``writer`` (the save protocol,
-compaction). This module adds the protocol's reads and ``delete``; the public
+``state_reader`` (contents, rebuilt by ``chains``, the one chain replay, and
+cached), ``writer`` (the save protocol, compaction). This module adds the protocol's reads and ``delete``; the public
 integrity and maintenance methods come from ``integrity_api`` and
 ``maintenance_api``.
 """
