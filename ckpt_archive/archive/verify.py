@@ -24,6 +24,7 @@ from ..errors import (
     CheckpointError,
     CheckpointNotFound,
     CorruptManifest,
+    MissingCommit,
     MissingObject,
     UnsupportedFormatVersion,
 )
@@ -31,7 +32,7 @@ from . import layout
 from .chains import ChainReader, Mode
 from .manifest import Manifest, Record, unseal
 from .parts import read_folded
-from .schema import id_entry_thread
+from .schema import check_hint, id_entry_thread
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
@@ -141,8 +142,8 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
     hint = await cp.store.get_or_none(layout.head_key(thread_id))
     if hint is not None:
         try:
-            unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id))
-        except (CorruptManifest, UnsupportedFormatVersion) as exc:
+            await _check_hint(cp, unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id)), m)
+        except (CorruptManifest, UnsupportedFormatVersion, MissingCommit) as exc:
             report.problems.append(Problem.of(exc, thread_id))
     referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
     referenced |= {p["key"] for r in m.records.values() for p in r["ref"].get("pages", [])}
@@ -159,6 +160,24 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
     )
     await _verify_states(cp, m, report)
     await _verify_ids(cp, m, report)
+
+
+async def _check_hint(cp: ArchiveCheckpointer, doc: dict[str, Any], m: Manifest) -> None:
+    """A hint may trail the log (``HINT_LAG``, or two writers), never lead it: a hint naming a commit
+    past the newest one is the only trace a crashed save or a deleted newest commit leaves (unless
+    that commit landed while this verify ran: it is looked for once more)."""
+    check_hint(doc, m.thread_id)
+    seq = int(doc["seq"])
+    if seq > m.seq and await cp.store.get_or_none(layout.log_key(m.thread_id, seq)) is None:
+        chain = doc.get("chain") or [{}]
+        raise MissingCommit(
+            f"head hint names commit {seq}, but the log ends at {m.seq}: either a save crashed after "
+            "putting its hint (nothing committed is lost) or commit entries were deleted (the thread now "
+            "reads as of the older commit; restore them from a backup if so)",
+            thread_id=m.thread_id,
+            checkpoint_id=chain[-1].get("id"),
+            key=layout.log_key(m.thread_id, seq),
+        )
 
 
 async def _fold_log(
