@@ -123,10 +123,14 @@ async def verify_archive(cp: ArchiveCheckpointer, thread_id: str | None = None) 
         threads = [thread_id]
     else:
         try:
-            threads = await cp._threads()
+            threads, unnamed = await cp._thread_folders()
         except CheckpointError as exc:
             report.problems.append(Problem.of(exc))
             return report
+        for folder in sorted(unnamed):  # not even its id can be read: nothing else can be checked
+            report.threads += 1
+            report.problems.append(Problem.of(unnamed[folder]))
+        threads.sort()
     for thread in threads:
         report.threads += 1
         await _verify_thread(cp, thread, report)
