@@ -101,6 +101,12 @@ class MissingObject(IntegrityError):
     """An object the manifest references is gone."""
 
 
+class MissingCommit(MissingObject):
+    """The head hint names a commit entry the log does not hold: a save that crashed after putting
+    its hint (nothing committed is lost), or a deleted commit entry (its checkpoint is lost, and the
+    thread silently reads as of the commit before it). The log alone cannot tell which."""
+
+
 class BrokenChain(IntegrityError):
     """A delta's chain back to its full snapshot is broken."""
 

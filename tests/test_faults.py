@@ -84,7 +84,11 @@ def run_with_fault(url: str, opts: dict[str, Any], op: str, mode: str, k: int) -
     else:
         assert latest.checkpoint_id == saved[-1].checkpoint_id
     report = after.verify()
-    assert report.ok, (op, mode, k, plan.calls, str(report))
+    # a hint put beside a commit that never landed names an absent commit: verify reports it (the log
+    # cannot tell it from a deleted newest commit), and the next commit clears it
+    lost_hint = len(ids) == len(saved)
+    unexplained = [p for p in report.problems if not (p.kind == "MissingCommit" and lost_hint)]
+    assert not unexplained, (op, mode, k, plan.calls, str(report))
     # it keeps working: the new process saves and loads, and so does a writer whose call merely failed
     nxt = ca.Checkpoint.new("t", {"after": k}, step=20)
     after.save(nxt)

@@ -42,7 +42,7 @@ def test_reader_with_old_manifest_loads_until_gc_frees_bytes(archive_url: Make, 
 
     def old_read(ckpt: ca.Checkpoint) -> dict[str, Any]:
         reader._states.clear()
-        return run_sync(reader._materialize("t", old.chain(ckpt.checkpoint_id), old.inline))
+        return run_sync(reader._content_of(old, ckpt.checkpoint_id))[0]
 
     for ckpt in saved[::5]:  # removed from the manifest, still on storage
         assert old_read(ckpt) == ckpt.state

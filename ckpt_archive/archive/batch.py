@@ -13,40 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..errors import CheckpointError
 from ..model import CheckpointInfo
 from . import layout
-from .content import Content, state_key
-from .manifest import HINT_LAG, Manifest, Record, appended, hint_chain, record_info, ref_keys, unseal
-from .objects import SegmentReader
+from .chains import ChainReader
+from .content import Content
+from .manifest import HINT_LAG, Manifest, Record, appended, hint_chain, record_info, unseal
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
-
-
-@dataclass
-class Prefetched:
-    """Objects (key -> bytes, None when absent) and parsed segments shared by the chains of a batch."""
-
-    datas: dict[str, bytes | None] = field(default_factory=dict)
-    readers: dict[str, SegmentReader] = field(default_factory=dict)
-
-
-def needed_keys(cp: ArchiveCheckpointer, m: Manifest, wanted: list[str]) -> list[str]:
-    """Objects the chains of ``wanted`` (oldest first) read beyond the cache and each other."""
-    keys: set[str] = set()
-    building: set[str] = set()
-    for cid in wanted:
-        for rec in reversed(m.chain(cid)):
-            if rec["id"] in building or cp._states.get(state_key(rec)) is not None:
-                break
-            keys.update(ref_keys(rec))
-        building.add(cid)
-    return sorted(keys)
 
 
 async def head_guess(cp: ArchiveCheckpointer, thread_id: str) -> tuple[CheckpointInfo | None, dict[str, Any] | None]:
@@ -88,24 +66,25 @@ async def head_from_hint(
     logs = [layout.log_key(thread_id, seq + 1 + i) for i in range(HINT_LAG + 1)]
     if entry is not None:  # the hint went out with its commit: is that commit the one at seq?
         logs.insert(0, layout.log_key(thread_id, seq))
-    keys = cp.chain_keys(chain[cp._cached_prefix(chain)[0] :])  # what the state cache does not hold
+    reader = ChainReader(cp, thread_id)
+    keys = reader.needed([chain])  # what the state cache does not hold
     probes, datas = await asyncio.gather(cp.store.get_many(logs), cp.store.get_many(keys))
     if entry is not None:
         own = probes.pop(0)
         if own is None or codec.sha256(own) != entry:  # its commit never landed, or lost the race
             return None
-    pre = Prefetched(dict(zip(keys, datas, strict=True)))
+    reader.hold(keys, datas)
     if probes[0] is not None and probes[-1] is not None:
         return None
-    content = await cp._materialize_content(thread_id, chain, inline, pre)  # cached: a later call reads nothing
+    content = await reader.content(chain, inline)
     if probes[0] is None:
         return chain[-1], content
     doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=logs[0], kind="commit entry")
     found = appended(doc, thread_id, seq + 1, chain[-1]["id"])
     if found is None:
         return None
-    rec, ops = found  # built on the cached content of its parent
-    return rec, await cp._materialize_content(thread_id, [*chain, rec], {**inline, rec["id"]: ops})
+    rec, ops = found  # built on the content of its parent, just built
+    return rec, await reader.content([*chain, rec], {**inline, rec["id"]: ops})
 
 
 async def warm_head(cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any]) -> None:
@@ -115,7 +94,7 @@ async def warm_head(cp: ArchiveCheckpointer, thread_id: str, hint: dict[str, Any
     chain, inline = hint_chain(hint)
     if chain:
         with contextlib.suppress(CheckpointError):
-            await cp._materialize_content(thread_id, chain, inline)
+            await ChainReader(cp, thread_id).content(chain, inline)
 
 
 async def listing(
@@ -141,13 +120,7 @@ async def contents(
         m = (await listing(cp, thread_id))[0]
     order = {cid: i for i, cid in enumerate(m.records)}
     wanted = sorted({c for c in checkpoint_ids if c in order}, key=order.__getitem__)
-    keys = needed_keys(cp, m, wanted)
-    pre = Prefetched(dict(zip(keys, await cp.store.get_many(keys), strict=True)))
-    out: dict[str, Content] = {}
-    for cid in wanted:
-        rec = m.records[cid]
-        cached = cp._states.get(state_key(rec))
-        out[cid] = (
-            cached if cached is not None else await cp._materialize_content(thread_id, m.chain(cid), m.inline, pre)
-        )
-    return out
+    reader = ChainReader(cp, thread_id)
+    chains = [m.chain(cid) for cid in wanted]
+    await reader.fetch(reader.needed(chains))  # one batch: each object once, for every chain
+    return {cid: await reader.content(chain, m.inline) for cid, chain in zip(wanted, chains, strict=True)}

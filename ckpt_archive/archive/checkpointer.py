@@ -2,14 +2,15 @@
 
 Built in layers, each a module of its own (lowest first): ``root`` (settings,
 caches, archive marker), ``manifest_reader`` (hint, folded manifest, log),
-``state_reader`` (chains to checked contents), ``writer`` (the save protocol,
-compaction). This module adds the protocol's reads and ``delete``; the public
+``state_reader`` (contents, rebuilt by ``chains``, the one chain replay, and
+cached), ``writer`` (the save protocol, compaction). This module adds the protocol's reads and ``delete``; the public
 integrity and maintenance methods come from ``integrity_api`` and
 ``maintenance_api``.
 """
 
 from __future__ import annotations
 
+from ..errors import CheckpointError, CorruptManifest
 from ..model import Checkpoint
 from ..protocol import Ids, Infos
 from . import layout
@@ -71,19 +72,51 @@ class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, ArchiveWriter):
         return [_info(thread_id, rec) for rec in m.records.values()]
 
     async def _threads(self) -> Ids:
+        return sorted((await self._thread_folders())[0])
+
+    async def _thread_folders(self) -> tuple[list[str], dict[str, CheckpointError]]:
+        """(thread ids, {folder: why} for folders whose thread id cannot be read).
+
+        A folder named by the sha256 of a long id is named by its head hint or, when the hint is
+        unusable, by its first commit (never collected): a damaged document of one thread never
+        hides the others. ``verify`` reports the folders left unnamed."""
         await self._check_root()
-        out = []
+        out, unnamed = [], {}
         for name in await self.store.list_dir(""):
             if not name.startswith(layout.THREAD_PREFIX):
                 continue
             thread = layout.decode_id(name[len(layout.THREAD_PREFIX) :])
-            if thread is None:  # hashed long id: the hint knows it
-                data = await self.store.get_or_none(f"{name}/_head.json")
-                if data is None:
+            if thread is None:
+                try:
+                    thread = await self._hashed_thread(name)
+                except CheckpointError as exc:
+                    unnamed[name] = exc
                     continue
-                thread = unseal(data, f"head hint in {name!r}", kind="head hint")["thread_id"]
+                if thread is None:  # neither hint nor commit: nothing was ever committed there
+                    continue
             out.append(thread)
-        return sorted(out)
+        return out, unnamed
+
+    async def _hashed_thread(self, folder: str) -> str | None:
+        """The thread id that a hashed folder's hint or first commit records (it must hash to the folder)."""
+        failure: CheckpointError | None = None
+        for what, kind, key in (
+            ("head hint", "head hint", f"{folder}/_head.json"),
+            ("commit 1", "commit entry", f"{folder}/_log/{1:020d}.json"),
+        ):
+            data = await self.store.get_or_none(key)  # the commit only when the hint does not do
+            if data is None:
+                continue
+            try:
+                thread = unseal(data, f"{what} in {folder!r}", key=key, kind=kind).get("thread_id")
+                if isinstance(thread, str) and thread and layout.thread_dir(thread) == folder:
+                    return thread
+                raise CorruptManifest(f"{what} names another thread ({thread!r})", key=key)
+            except CheckpointError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return None
 
     async def _delete(self, thread_id: str) -> None:
         await self._check_root()

@@ -1,8 +1,9 @@
 """Reading a thread's whole history, and copying checkpoints into new threads (fork, copy_thread).
 
-``iter_history`` walks the manifest in commit order and builds each state from
-the one it was saved against (normally the previous one), so a thread of n
-checkpoints costs one GET per object and n delta applications, not n replays.
+``iter_history`` walks the manifest in commit order with the one chain replay
+(``chains.ChainReader.each``): each state is built from the one it was saved
+against (normally the previous one), so a thread of n checkpoints costs one GET
+per object and n delta applications, not n replays.
 
 Copies reuse the stored objects: snapshots and Parquet segments are copied
 server-side (``fs.copy``: S3 CopyObject...) under the new thread, and their
@@ -14,27 +15,22 @@ full snapshot of that checkpoint, the only object the new thread needs.
 from __future__ import annotations
 
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..delta import apply_checkpoint
-from ..errors import CheckpointConflict, EncryptionError, MissingObject
+from ..errors import CheckpointConflict, EncryptionError
 from ..model import RESERVED_PREFIX, Checkpoint, uuid7
 from ..retention import PINNED_KEY
 from . import layout
-from .content import Content
+from .chains import ChainReader
 from .maintenance import Plan, commit_maintenance, snapshot_ref, thread_of
 from .manifest import Manifest, Record
-from .objects import SegmentReader, verify
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
 
 FORKED_FROM = RESERVED_PREFIX + "forked_from"
-_KEEP_STATES = 64
-_KEEP_SEGMENTS = 4
 
 
 async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator[Checkpoint]:
@@ -42,48 +38,8 @@ async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator
     layout.thread_dir(thread_id)
     await cp._check_root()
     m = await cp._manifest(thread_id)
-    states: OrderedDict[str, Content] = OrderedDict()
-    readers: OrderedDict[str, SegmentReader] = OrderedDict()
-
-    async def fetch(rec: Record) -> bytes:
-        ref = rec["ref"]
-        data = await cp.store.get_or_none(ref["key"])
-        if data is None:
-            raise MissingObject(
-                "object referenced by the manifest is missing",
-                thread_id=thread_id,
-                checkpoint_id=rec["id"],
-                key=ref["key"],
-            )
-        verify(data, ref, thread_id=thread_id, checkpoint_id=rec["id"])
-        return data
-
-    for rec in list(m.records.values()):
-        cid, ref = rec["id"], rec["ref"]
-        if ref["type"] == "snapshot":  # snapshot + its shared pages, checked, as in a load
-            content = await cp._materialize_content(thread_id, [rec], m.inline)
-        else:
-            parent = rec.get("parent")
-            base = states.get(parent) if parent is not None else None
-            if base is None:
-                base = await cp._content_of(m, str(parent))
-            if ref["type"] == "segment":
-                reader = readers.get(ref["key"])
-                if reader is None:
-                    reader = SegmentReader(await fetch(rec), thread_id=thread_id, key=ref["key"])
-                    readers[ref["key"]] = reader
-                    while len(readers) > _KEEP_SEGMENTS:
-                        readers.popitem(last=False)
-                ops = reader.ops(ref.get("origin", cid), ref["row_group"])
-            elif ref["type"] == "inline":
-                ops = m.inline.get(cid, [])
-            else:
-                ops = []
-            content = apply_checkpoint(*base, cp._plain_ops(rec, ops, thread_id))
-            cp._check_content(content, rec, thread_id)
-        states[cid] = content
-        while len(states) > _KEEP_STATES:
-            states.popitem(last=False)
+    async for rec, content in ChainReader(cp, thread_id, walk=True).each(m):
+        assert content is not None  # a strict replay raises instead
         yield cp._checkpoint(thread_id, rec, content)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from .._sync import run_async, run_sync
-from .verify import RestoredState, VerifyReport, locate, rebuild, verify_archive
+from .chains import ChainReader, Mode
+from .verify import RestoredState, VerifyReport, locate, verify_archive
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
@@ -17,17 +18,19 @@ class IntegrityMixin:
     def _arch(self) -> ArchiveCheckpointer:
         return cast("ArchiveCheckpointer", self)
 
-    async def _validate(self, checkpoint_id: str) -> dict[str, Any]:
-        await self._arch()._check_root()
-        m, _ = await locate(self._arch(), checkpoint_id)
-        (state, _messages), _ = await rebuild(self._arch(), m, checkpoint_id, strict=True)
-        return state
-
-    async def _restore(self, checkpoint_id: str) -> RestoredState:
+    async def _replayed(self, checkpoint_id: str, mode: Mode) -> RestoredState:
+        """The checkpoint rebuilt from freshly read objects (the state cache neither serves nor keeps it)."""
         await self._arch()._check_root()
         m, thread_id = await locate(self._arch(), checkpoint_id)
-        (state, messages), notes = await rebuild(self._arch(), m, checkpoint_id, strict=False)
-        return RestoredState(thread_id, checkpoint_id, state, tuple(notes), messages)
+        reader = ChainReader(self._arch(), thread_id, mode=mode, cache=False)
+        state, messages = await reader.content(m.chain(checkpoint_id), m.inline)
+        return RestoredState(thread_id, checkpoint_id, state, tuple(reader.notes), messages)
+
+    async def _validate(self, checkpoint_id: str) -> dict[str, Any]:
+        return (await self._replayed(checkpoint_id, Mode.STRICT)).state
+
+    async def _restore(self, checkpoint_id: str) -> RestoredState:
+        return await self._replayed(checkpoint_id, Mode.LENIENT)
 
     def verify(self, thread_id: str | None = None) -> VerifyReport:
         """Check every object of the archive (or one thread); reports *every* problem, raises none."""

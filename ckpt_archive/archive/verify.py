@@ -5,38 +5,38 @@
   and messages) and compares it with the ``state_sha256``/``messages_sha256`` (or, encrypted,
   ``state_mac``/``messages_mac``) recorded at save. It collects *every* problem
   into a ``VerifyReport`` instead of stopping at the first.
-* ``rebuild`` rebuilds one checkpoint from freshly read objects (no cache): strict
-  (any failed check raises its typed ``IntegrityError``) or lenient (digest and size
-  checks become notes; only what cannot be decoded at all still raises).
+* Contents are rebuilt by the one chain replay (``chains.ChainReader``) in its
+  ``REPORT`` mode, from freshly read objects (no cache); the integrity API
+  (``integrity_api``) uses its ``STRICT`` and ``LENIENT`` modes for one checkpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import codec
-from ..delta import Delta, apply_checkpoint
 from ..errors import (
     BrokenChain,
     CheckpointError,
     CheckpointNotFound,
     CorruptManifest,
-    IntegrityError,
+    MissingCommit,
     MissingObject,
     ObjectTooLarge,
     UnsupportedFormatVersion,
 )
 from . import layout
-from .manifest import Manifest, unseal
-from .objects import SegmentReader, verify
+from .chains import ChainReader, Mode
+from .manifest import Manifest, Record, unseal
 from .parts import read_folded
-from .schema import id_entry_thread
+from .schema import check_hint, id_entry_thread
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
-    from .content import Content
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,61 +111,6 @@ async def locate(cp: ArchiveCheckpointer, checkpoint_id: str) -> tuple[Manifest,
     return m, thread_id
 
 
-async def rebuild(
-    cp: ArchiveCheckpointer, m: Manifest, checkpoint_id: str, *, strict: bool = True
-) -> tuple[Content, list[str]]:
-    """Content of ``checkpoint_id`` from freshly read objects; ((state, messages), notes on what was not proven)."""
-    thread_id, notes = m.thread_id, []
-    chain = m.chain(checkpoint_id)
-    keys = sorted({r["ref"]["key"] for r in chain if r["ref"]["type"] in ("snapshot", "segment")})
-    datas = dict(zip(keys, await cp.store.get_many(keys), strict=True))
-    readers: dict[str, SegmentReader] = {}
-    state: dict[str, Any] | None = None
-    messages: list[Any] = []
-    for rec in chain:
-        ref, cid = rec["ref"], rec["id"]
-        data = datas.get(ref.get("key", ""))
-        if ref["type"] in ("snapshot", "segment"):
-            if data is None:
-                raise MissingObject(
-                    "object referenced by the manifest is missing",
-                    thread_id=thread_id,
-                    checkpoint_id=cid,
-                    key=ref["key"],
-                )
-            try:
-                verify(data, ref, thread_id=thread_id, checkpoint_id=cid)
-            except IntegrityError as exc:
-                if strict:
-                    raise
-                notes.append(f"{type(exc).__name__}: {exc}")
-        if ref["type"] == "snapshot":
-            assert data is not None
-            state, messages = await cp._snapshot_content(rec, data, thread_id)
-            continue
-        if state is None:
-            raise BrokenChain("chain does not start with a snapshot", thread_id=thread_id, checkpoint_id=cid)
-        ops: Delta = []
-        if ref["type"] == "segment":
-            if ref["key"] not in readers:
-                assert data is not None
-                readers[ref["key"]] = SegmentReader(data, thread_id=thread_id, key=ref["key"])
-            ops = readers[ref["key"]].ops(cid, ref["row_group"])
-        elif ref["type"] == "inline":
-            ops = m.inline.get(cid, [])
-        state, messages = apply_checkpoint(state, messages, cp._plain_ops(rec, ops, thread_id))
-    assert state is not None
-    try:
-        cp._check_content((state, messages), chain[-1], thread_id)
-    except IntegrityError as exc:
-        if strict:
-            raise
-        notes.append(f"{type(exc).__name__}: {exc}")
-    if "state_sha256" not in chain[-1] and "state_mac" not in chain[-1]:
-        notes.append("no state_sha256 recorded for this checkpoint: its objects were checked, the state was not")
-    return (state, messages), notes
-
-
 # -- the whole archive ------------------------------------------------------------
 async def verify_archive(cp: ArchiveCheckpointer, thread_id: str | None = None) -> VerifyReport:
     report = VerifyReport()
@@ -179,10 +124,14 @@ async def verify_archive(cp: ArchiveCheckpointer, thread_id: str | None = None) 
         threads = [thread_id]
     else:
         try:
-            threads = await cp._threads()
+            threads, unnamed = await cp._thread_folders()
         except CheckpointError as exc:
             report.problems.append(Problem.of(exc))
             return report
+        for folder in sorted(unnamed):  # not even its id can be read: nothing else can be checked
+            report.threads += 1
+            report.problems.append(Problem.of(unnamed[folder]))
+        threads.sort()
     for thread in threads:
         report.threads += 1
         await _verify_thread(cp, thread, report)
@@ -195,11 +144,12 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
     m = await _fold_log(cp, thread_id, found, report)
     if m is None:
         return
-    try:
+    try:  # an oversized hint is refused by the store itself, before it is read
         hint = await cp.store.get_or_none(layout.head_key(thread_id))
         if hint is not None:
-            unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id), kind="head hint")
-    except (CorruptManifest, UnsupportedFormatVersion, ObjectTooLarge) as exc:
+            doc = unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id), kind="head hint")
+            await _check_hint(cp, doc, m)
+    except (CorruptManifest, UnsupportedFormatVersion, MissingCommit, ObjectTooLarge) as exc:
         report.problems.append(Problem.of(exc, thread_id))
     referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
     referenced |= {p["key"] for r in m.records.values() for p in r["ref"].get("pages", [])}
@@ -216,6 +166,24 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
     )
     await _verify_states(cp, m, report)
     await _verify_ids(cp, m, report)
+
+
+async def _check_hint(cp: ArchiveCheckpointer, doc: dict[str, Any], m: Manifest) -> None:
+    """A hint may trail the log (``HINT_LAG``, or two writers), never lead it: a hint naming a commit
+    past the newest one is the only trace a crashed save or a deleted newest commit leaves (unless
+    that commit landed while this verify ran: it is looked for once more)."""
+    check_hint(doc, m.thread_id)
+    seq = int(doc["seq"])
+    if seq > m.seq and await cp.store.get_or_none(layout.log_key(m.thread_id, seq)) is None:
+        chain = doc.get("chain") or [{}]
+        raise MissingCommit(
+            f"head hint names commit {seq}, but the log ends at {m.seq}: either a save crashed after "
+            "putting its hint (nothing committed is lost) or commit entries were deleted (the thread now "
+            "reads as of the older commit; restore them from a backup if so)",
+            thread_id=m.thread_id,
+            checkpoint_id=chain[-1].get("id"),
+            key=layout.log_key(m.thread_id, seq),
+        )
 
 
 async def _fold_log(
@@ -285,73 +253,21 @@ def _records(m: Manifest) -> Any:
 
 
 async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport) -> None:
-    """Rebuild every checkpoint, parent before child; each object is read and checked once.
-
-    A damaged object is reported once (as what it is); every checkpoint that needs it,
-    directly or through its chain, is reported as a ``BrokenChain``.
-    """
-    thread_id = m.thread_id
-    first_user: dict[str, str] = {}
-    for cid, rec in m.records.items():
-        if rec["ref"]["type"] in ("snapshot", "segment"):
-            first_user.setdefault(rec["ref"]["key"], cid)
-    keys = sorted(first_user)
-    datas = dict(zip(keys, await cp.store.get_many(keys), strict=True))
-    readers: dict[str, SegmentReader] = {}
-    damaged: set[str] = set()
-    for key in keys:
-        rec = m.records[first_user[key]]
-        try:
-            data = datas[key]
-            if data is None:
-                raise MissingObject(
-                    "object referenced by the manifest is missing",
-                    thread_id=thread_id,
-                    checkpoint_id=rec["id"],
-                    key=key,
-                )
-            verify(data, rec["ref"], thread_id=thread_id, checkpoint_id=rec["id"])
-            if rec["ref"]["type"] == "segment":
-                readers[key] = SegmentReader(data, thread_id=thread_id, key=key)
-        except CheckpointError as exc:
-            damaged.add(key)
-            report.problems.append(Problem.of(exc, thread_id))
-    states: dict[str, Content | None] = {}
-    for cid, rec in m.records.items():
+    """Rebuild every checkpoint, parent before child, from objects read once (one batch) and checked
+    once: a damaged object is reported once (as what it is), and every checkpoint that needs it,
+    directly or through its chain, as a ``BrokenChain``."""
+    reader = ChainReader(cp, m.thread_id, mode=Mode.REPORT, cache=False, walk=True)
+    await reader.fetch(reader.needed(_chains(m)))
+    async for _rec, _content in reader.each(m):
         report.checkpoints += 1
-        ref = rec["ref"]
-        try:
-            if ref.get("key") in damaged:
-                states[cid] = None
-                if first_user[ref["key"]] != cid:
-                    raise BrokenChain(f"needs damaged object {ref['key']!r}", thread_id=thread_id, checkpoint_id=cid)
-                continue
-            if ref["type"] == "snapshot":
-                data = datas[ref["key"]]
-                assert data is not None
-                content = await cp._snapshot_content(rec, data, thread_id)
-            else:
-                parent = str(rec.get("parent"))
-                if parent not in states:  # parent committed later than its child: rebuild it on its own
-                    try:
-                        states[parent] = (await rebuild(cp, m, parent))[0] if parent in m.records else None
-                    except CheckpointError:
-                        states[parent] = None
-                base = states.get(parent)
-                if base is None:
-                    states[cid] = None
-                    raise BrokenChain(f"parent {parent!r} cannot be rebuilt", thread_id=thread_id, checkpoint_id=cid)
-                ops: Delta = []
-                if ref["type"] == "segment":
-                    ops = readers[ref["key"]].ops(cid, ref["row_group"])
-                elif ref["type"] == "inline":
-                    ops = m.inline.get(cid, [])
-                content = apply_checkpoint(*base, cp._plain_ops(rec, ops, thread_id))
-            cp._check_content(content, rec, thread_id)
-            states[cid] = content
-        except CheckpointError as exc:
-            states[cid] = None
-            report.problems.append(Problem.of(exc, thread_id))
+    report.problems += [Problem.of(exc, m.thread_id) for exc in reader.problems]
+
+
+def _chains(m: Manifest) -> Iterator[list[Record]]:
+    """The chain of every checkpoint that has one (``each`` reports those that do not)."""
+    for cid in m.records:
+        with contextlib.suppress(BrokenChain):
+            yield m.chain(cid)
 
 
 async def _verify_ids(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport) -> None:

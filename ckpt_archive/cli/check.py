@@ -66,8 +66,17 @@ def native_verify(archive: Any, threads: list[str] | None, tick: Ticker) -> dict
 
 
 def rebuild_all(archive: ArchiveCheckpointer, threads: list[str] | None, concurrency: int) -> dict[str, Any]:
-    by_thread = listed(archive, threads, concurrency)
-    problems: list[dict[str, Any]] = []
+    by_thread, damaged = listed(archive, threads, concurrency)
+    problems: list[dict[str, Any]] = [
+        {
+            "thread_id": t,
+            "checkpoint_id": None,
+            "error": e.split(": ", 1)[0],
+            "message": e.split(": ", 1)[-1],
+            "key": None,
+        }
+        for t, e in damaged.items()
+    ]
     total = sum(len(v) for v in by_thread.values())
     with progress("verifying checkpoints", total) as tick:
 
@@ -92,7 +101,7 @@ def rebuild_all(archive: ArchiveCheckpointer, threads: list[str] | None, concurr
         oks = run_sync(run())
     return {
         "ok": not problems,
-        "threads": len(by_thread),
+        "threads": len(by_thread) + len(damaged),
         "checkpoints": total,
         "verified": sum(oks),
         "problems": problems,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +13,7 @@ from .._sync import run_sync
 from ..analysis.frames import gather_limited
 from ..archive import ArchiveCheckpointer
 from ..delta import diff
+from ..errors import CheckpointError
 from ..model import Checkpoint, CheckpointInfo
 from ._common import (
     ConfigOpt,
@@ -21,6 +23,7 @@ from ._common import (
     UrlOpt,
     app,
     emit_json,
+    err,
     guarded,
     human_bytes,
     idcol,
@@ -35,16 +38,46 @@ ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
 
 def listed(
     archive: ArchiveCheckpointer, threads: list[str] | None, concurrency: int
-) -> dict[str, list[CheckpointInfo]]:
-    names = threads if threads is not None else archive.threads()
+) -> tuple[dict[str, list[CheckpointInfo]], dict[str, str]]:
+    """(listing of each thread, {thread: one-line error} of the threads whose manifest cannot be read):
+    one damaged thread is reported as damaged and never hides the others. A folder whose thread id
+    cannot be read at all is reported under its folder name."""
+    unnamed: dict[str, CheckpointError] = {}
+    if threads is None:
+        names, unnamed = run_sync(archive._thread_folders())
+        names.sort()
+    else:
+        names = threads
     with progress("reading manifests", len(names)) as tick:
 
-        async def run() -> dict[str, list[CheckpointInfo]]:
-            jobs = [lambda t=t: archive.alist(t) for t in names]
-            lists = await gather_limited(jobs, concurrency, tick)
-            return dict(zip(names, lists, strict=True))
+        async def one(thread: str) -> list[CheckpointInfo] | str:
+            try:
+                return await archive.alist(thread)
+            except CheckpointError as exc:
+                return one_line(exc)
 
-        return run_sync(run())
+        async def run() -> list[list[CheckpointInfo] | str]:
+            return await gather_limited([partial(one, t) for t in names], concurrency, tick)
+
+        lists = run_sync(run())
+    found = {t: v for t, v in zip(names, lists, strict=True) if not isinstance(v, str)}
+    damaged = {t: v for t, v in zip(names, lists, strict=True) if isinstance(v, str)}
+    return found, damaged | {folder: one_line(exc) for folder, exc in unnamed.items()}
+
+
+def one_line(exc: CheckpointError) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else '(no message)'}"
+
+
+def fail_if_damaged(damaged: dict[str, str]) -> None:
+    """After the report: a non-zero exit when some thread could not be read."""
+    if damaged:
+        n = len(damaged)
+        err().print(
+            f"{n} damaged thread{'s' if n > 1 else ''}: run `ckpt-archive verify` for every problem", markup=False
+        )
+        raise typer.Exit(1)
 
 
 def thread_infos(archive: ArchiveCheckpointer, thread: str) -> list[CheckpointInfo]:
@@ -71,7 +104,7 @@ def threads(url: UrlOpt = None, config: ConfigOpt = None, json: JsonOpt = False,
     """List the threads with their checkpoint counts, latest step and stored bytes."""
     with guarded(debug):
         s = settings(url, config)
-        by_thread = listed(open_from(s), None, s.concurrency)
+        by_thread, damaged = listed(open_from(s), None, s.concurrency)
         rows: list[dict[str, Any]] = [
             {
                 "thread_id": t,
@@ -79,16 +112,27 @@ def threads(url: UrlOpt = None, config: ConfigOpt = None, json: JsonOpt = False,
                 "latest_step": infos[-1].step if infos else None,
                 "latest_at": infos[-1].created_at if infos else None,
                 "bytes": sum(i.stored_bytes for i in infos),
+                "damaged": None,
             }
             for t, infos in by_thread.items()
         ]
+        rows += [
+            {"thread_id": t, "checkpoints": None, "latest_step": None, "latest_at": None, "bytes": None, "damaged": e}
+            for t, e in damaged.items()
+        ]
+        rows.sort(key=lambda r: r["thread_id"])
         if json:
-            return emit_json(rows)
+            emit_json(rows)
+            return fail_if_damaged(damaged)
         table = Table(idcol("thread"), "checkpoints", "latest step", "latest at", "stored")
         for r in rows:
+            if r["damaged"] is not None:
+                table.add_row(r["thread_id"], f"damaged: {r['damaged']}", "-", "-", "-")
+                continue
             latest = r["latest_at"].isoformat(timespec="seconds") if r["latest_at"] else "-"
             table.add_row(r["thread_id"], str(r["checkpoints"]), str(r["latest_step"]), latest, human_bytes(r["bytes"]))
         out().print(table)
+        fail_if_damaged(damaged)
 
 
 @app.command()
@@ -260,20 +304,28 @@ def stats(
     with guarded(debug):
         s = settings(url, config)
         archive = open_from(s)
+        damaged: dict[str, str] = {}
         if thread is not None:
             by_thread = {thread: thread_infos(archive, thread)}
         else:
-            by_thread = listed(archive, None, s.concurrency)
-        rows = [thread_stats(t, infos) for t, infos in by_thread.items()]
+            by_thread, damaged = listed(archive, None, s.concurrency)
+        rows = [{**thread_stats(t, infos), "damaged": None} for t, infos in by_thread.items()]
         total = {
             k: sum(r[k] for r in rows)
             for k in ("checkpoints", "snapshots", "deltas", "snapshot_bytes", "delta_bytes", "bytes")
         }
-        total["threads"] = len(rows)
+        total["threads"] = len(rows) + len(damaged)
+        total["damaged"] = len(damaged)
+        rows += [{"thread_id": t, "damaged": e} for t, e in damaged.items()]  # no figure is known for them
+        rows.sort(key=lambda r: r["thread_id"])
         if json:
-            return emit_json({"threads": rows, "total": total})
+            emit_json({"threads": rows, "total": total})
+            return fail_if_damaged(damaged)
         table = Table(idcol("thread"), "ckpts", "full/delta", "snapshots", "deltas", "mean delta", "growth/step")
         for r in rows:
+            if r["damaged"] is not None:
+                table.add_row(r["thread_id"], f"damaged: {r['damaged']}", "-", "-", "-", "-", "-")
+                continue
             mean = "-" if r["mean_delta_bytes"] is None else human_bytes(r["mean_delta_bytes"])
             growth = "-" if r["snapshot_growth_per_step"] is None else f"{r['snapshot_growth_per_step']:+.0f} B"
             table.add_row(
@@ -291,4 +343,6 @@ def stats(
             f"total: {total['threads']} threads, {total['checkpoints']} checkpoints, "
             f"{human_bytes(total['bytes'])} "
             f"({human_bytes(total['snapshot_bytes'])} snapshots, {human_bytes(total['delta_bytes'])} deltas)"
+            + (f", {total['damaged']} damaged" if damaged else "")
         )
+        fail_if_damaged(damaged)

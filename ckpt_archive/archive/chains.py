@@ -1,0 +1,298 @@
+"""The one replay of a checkpoint chain: a snapshot (paged, maybe encrypted) followed by deltas (inline, in
+Parquet segments, or empty), rebuilt into a content checked against the digests recorded at save.
+
+Every reader of contents goes through ``ChainReader``: loads (the head hint, ``load_by_id``, batch
+reads), ``history``, the integrity API and ``verify``. They differ only in what a failed check does
+(``Mode``), in whether the instance's state cache may serve and keep contents (the integrity API and
+``verify`` re-read every object), and in how much a walk over a whole thread keeps in memory. So a
+rule of the format (a copied delta's rows are named by its ``origin``, a copied snapshot names the
+checkpoint it was taken of) is applied in one place, and every reader sees the same contents.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..delta import MESSAGES, Delta, apply_checkpoint
+from ..errors import BrokenChain, CheckpointError, IntegrityError, MissingObject, ProtectionMismatch, TruncatedObject
+from ..model import content_digest
+from . import crypto, pages
+from .content import Content, state_key
+from .manifest import Manifest, Record, ref_keys
+from .objects import SegmentReader, check_content, decode_snapshot_content, verify
+
+if TYPE_CHECKING:
+    from .state_reader import StateReader
+
+T = TypeVar("T")
+
+_KEEP_STATES = 64
+_KEEP_SEGMENTS = 4
+"""What a walk over a whole thread (``walk=True``) keeps: the contents a child may be built on, and
+parsed segments (a thread's deltas are in commit order, so neighbours share a segment)."""
+
+
+class Mode(enum.Enum):
+    """What a failed check does."""
+
+    STRICT = "strict"
+    """Raise its typed ``IntegrityError`` (loads, history, ``validate_integrity``)."""
+    LENIENT = "lenient"
+    """A size, digest or MAC check becomes a note in ``notes`` and the replay goes on; what cannot be
+    decoded at all still raises, so no state is ever invented (``restore_state``)."""
+    REPORT = "report"
+    """``each`` keeps every checkpoint's failure in ``problems`` and goes on with the next checkpoint;
+    a damaged object is reported once, by the first checkpoint that needs it, and every other
+    checkpoint that needs it (directly or through its chain) as a ``BrokenChain`` (``verify``)."""
+
+
+def origin(rec: Record) -> str:
+    """The checkpoint id a record's stored object was written for: a copied snapshot or segment
+    (``copy_thread``, ``fork``) names its source checkpoint, whose id the object holds."""
+    return str(rec["ref"].get("origin", rec["id"]))
+
+
+class ChainReader:
+    """Rebuilds contents of one thread's checkpoints; one instance per read (or batch, or walk), so
+    the objects it fetched, the segments it parsed and the contents it built are shared by the
+    chains it replays.
+
+    ``cache``: serve from and fill the archive's state cache (by ``state_key``: an edit never serves a
+    stale content). ``walk``: a pass over a whole thread, which keeps at most ``_KEEP_STATES`` contents
+    and ``_KEEP_SEGMENTS`` parsed segments and drops a snapshot's bytes once decoded (a dropped object
+    needed again is fetched again).
+    """
+
+    def __init__(
+        self,
+        cp: StateReader,
+        thread_id: str,
+        *,
+        mode: Mode = Mode.STRICT,
+        cache: bool = True,
+        walk: bool = False,
+    ) -> None:
+        self.cp, self.thread_id, self.mode, self.cache, self.walk = cp, thread_id, mode, cache, walk
+        self.objects: dict[str, bytes | None] = {}  # fetched (None: absent); not yet consumed
+        self.readers: OrderedDict[str, SegmentReader] = OrderedDict()
+        self.states: OrderedDict[str, Content] = OrderedDict()  # by state_key
+        self.failed: set[str] = set()  # state keys of checkpoints that could not be rebuilt (REPORT)
+        self.damaged: set[str] = set()  # objects that failed a check (REPORT)
+        self.notes: list[str] = []  # what could not be proven (LENIENT)
+        self.problems: list[CheckpointError] = []  # every checkpoint's failure (REPORT)
+
+    # -- what to fetch ------------------------------------------------------------
+    def _known(self, rec: Record) -> Content | None:
+        key = state_key(rec)
+        found = self.states.get(key)
+        if found is not None:
+            self.states.move_to_end(key)
+            return found
+        return self.cp._states.get(key) if self.cache else None
+
+    def _start(self, chain: list[Record]) -> tuple[int, Content | None]:
+        """(index after the newest record of ``chain`` whose content is known, that content)."""
+        for i in range(len(chain) - 1, -1, -1):
+            if state_key(chain[i]) in self.failed:
+                raise BrokenChain(
+                    f"it is built on {chain[i]['id']!r}, which cannot be rebuilt",
+                    thread_id=self.thread_id,
+                    checkpoint_id=chain[-1]["id"],
+                )
+            known = self._known(chain[i])
+            if known is not None:
+                return i + 1, known
+        return 0, None
+
+    def needed(self, chains: Iterable[list[Record]]) -> list[str]:
+        """The objects that replaying ``chains`` (in this order) reads, beyond what is held, cached, or
+        built by an earlier chain of them; each once."""
+        keys: set[str] = set()
+        building: set[str] = set()
+        for chain in chains:
+            for rec in reversed(chain):
+                if rec["id"] in building or (state_key(rec) not in self.failed and self._known(rec) is not None):
+                    break
+                keys.update(ref_keys(rec))
+            if chain:
+                building.add(chain[-1]["id"])
+        return sorted(k for k in keys if k not in self.objects and k not in self.readers)
+
+    def hold(self, keys: list[str], datas: list[bytes | None]) -> None:
+        """Objects fetched by the caller (alongside other requests), for the replays to come."""
+        self.objects.update(zip(keys, datas, strict=True))
+
+    async def fetch(self, keys: list[str]) -> None:
+        """One concurrent batch of GETs; nothing when ``keys`` is empty."""
+        missing = [k for k in keys if k not in self.objects]
+        if missing:
+            self.hold(missing, await self.cp.store.get_many(missing))
+
+    # -- replay -------------------------------------------------------------------
+    async def content(self, chain: list[Record], inline: dict[str, Delta]) -> Content:
+        """(state, messages) at the end of ``chain`` (from a full snapshot to the wanted checkpoint),
+        built on the newest content of it already known; raises on a failed check except in LENIENT."""
+        start, content = self._start(chain)
+        if start == len(chain) and content is not None:
+            return content
+        await self.fetch(self.needed([chain[start:]]))
+        for rec in chain[start:]:
+            content = await self._step(rec, content, inline)
+        if content is None:
+            raise BrokenChain("empty chain", thread_id=self.thread_id)
+        rec = chain[-1]
+        self._lenient(lambda: self._check(content, rec))
+        if self.mode is Mode.LENIENT and not any(k in rec for k in ("state_sha256", "state_mac")):
+            self.notes.append(
+                "no state_sha256 recorded for this checkpoint: its objects were checked, the state was not"
+            )
+        self._keep(rec, content)
+        return content
+
+    async def each(self, m: Manifest) -> AsyncIterator[tuple[Record, Content | None]]:
+        """Every checkpoint of ``m`` in commit order, each built on the content it was saved against
+        (usually the one just built: n checkpoints cost n delta applications, not n replays). In
+        REPORT mode a checkpoint that cannot be rebuilt is yielded with None, its failure kept."""
+        for rec in list(m.records.values()):
+            try:
+                content: Content | None = await self.content(m.chain(rec["id"]), m.inline)
+            except CheckpointError as exc:
+                if self.mode is not Mode.REPORT:
+                    raise
+                self.failed.add(state_key(rec))
+                self.problems.append(exc)
+                content = None
+            yield rec, content
+
+    def _keep(self, rec: Record, content: Content) -> None:
+        self.states[state_key(rec)] = content
+        while self.walk and len(self.states) > _KEEP_STATES:
+            self.states.popitem(last=False)
+        if self.cache and self.mode is Mode.STRICT:  # only a proven content is ever served from the cache
+            self.cp._remember(state_key(rec), content)
+
+    async def _step(self, rec: Record, content: Content | None, inline: dict[str, Delta]) -> Content:
+        ref, cid = rec["ref"], rec["id"]
+        if ref["type"] == "snapshot":
+            return await self._snapshot(rec)
+        if content is None:
+            raise BrokenChain("chain does not start with a snapshot", thread_id=self.thread_id, checkpoint_id=cid)
+        ops: Delta = []
+        if ref["type"] == "segment":
+            ops = (await self._segment(rec)).ops(origin(rec), ref["row_group"])
+        elif ref["type"] == "inline":
+            ops = inline.get(cid, [])
+        plain = crypto.open_ops(self.cp.encryption, rec, self.cp._archive_id, self.thread_id, ops)
+        return apply_checkpoint(*content, plain)
+
+    # -- objects ------------------------------------------------------------------
+    async def _object(self, key: str, rec: Record) -> bytes:
+        """A fetched object's bytes (fetched now if no batch did); absent is a ``MissingObject``."""
+        if key in self.damaged:
+            raise BrokenChain(f"needs damaged object {key!r}", thread_id=self.thread_id, checkpoint_id=rec["id"])
+        if key not in self.objects:
+            await self.fetch([key])
+        data = self.objects[key]
+        if data is None:
+            self.damaged.add(key)
+            raise MissingObject(
+                "object referenced by the manifest is missing",
+                thread_id=self.thread_id,
+                checkpoint_id=rec["id"],
+                key=key,
+            )
+        return data
+
+    def _decoded(self, key: str, decode: Callable[[], T]) -> T:
+        """``decode()``; an object that fails a check is marked damaged (its other users: BrokenChain)."""
+        try:
+            return decode()
+        except IntegrityError:
+            self.damaged.add(key)
+            raise
+
+    def _lenient(self, check: Callable[[], None]) -> None:
+        try:
+            check()
+        except IntegrityError as exc:
+            if self.mode is not Mode.LENIENT:
+                raise
+            self.notes.append(f"{type(exc).__name__}: {exc}")
+
+    def _verified(self, data: bytes, rec: Record) -> None:
+        self._lenient(lambda: verify(data, rec["ref"], thread_id=self.thread_id, checkpoint_id=rec["id"]))
+
+    async def _segment(self, rec: Record) -> SegmentReader:
+        """The parsed segment of a segment record, its size and sha256 checked once per instance."""
+        key = rec["ref"]["key"]
+        reader = self.readers.get(key)
+        if reader is not None:
+            self.readers.move_to_end(key)
+            return reader
+        data = await self._object(key, rec)
+
+        def parse() -> SegmentReader:
+            self._verified(data, rec)
+            return SegmentReader(data, thread_id=self.thread_id, key=key)
+
+        self.readers[key] = self._decoded(key, parse)
+        del self.objects[key]  # the reader holds it
+        while self.walk and len(self.readers) > _KEEP_SEGMENTS:
+            self.readers.popitem(last=False)
+        return self.readers[key]
+
+    async def _snapshot(self, rec: Record) -> Content:
+        """Content of a snapshot record: checked, decrypted (when encrypted), its pages joined."""
+        ref, cid, key = rec["ref"], rec["id"], rec["ref"]["key"]
+        data = await self._object(key, rec)
+
+        def decode() -> tuple[dict[str, Any], dict[str, list[str]], list[Any], dict[str, list[str]]]:
+            self._verified(data, rec)
+            plain = crypto.open_snapshot(self.cp.encryption, rec, self.cp._archive_id, self.thread_id, data)
+            return decode_snapshot_content(plain, thread_id=self.thread_id, checkpoint_id=origin(rec), key=key)
+
+        state, table, messages, message_table = self._decoded(key, decode)
+        if self.walk:
+            self.objects.pop(key, None)
+        if not table and not message_table:
+            return state, messages
+        refs = {p["digest"]: p for p in ref.get("pages", [])}
+        needed = sorted({d for t in (table, message_table) for ds in t.values() for d in ds})
+        if not set(needed) <= refs.keys():
+            raise BrokenChain("snapshot names a page its record does not", thread_id=self.thread_id, checkpoint_id=cid)
+        await self.fetch([refs[d]["key"] for d in needed])
+        items: dict[str, list[Any]] = {}
+        for d in needed:
+            page_key = refs[d]["key"]
+            page_data = await self._object(page_key, rec)
+            try:
+                items[d] = pages.decode_page(page_data, refs[d], thread_id=self.thread_id, checkpoint_id=cid)
+            except IntegrityError:
+                self.damaged.add(page_key)
+                raise
+        try:
+            state = pages.join(state, table, items)
+            messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]
+        except (KeyError, TypeError, IndexError, AttributeError):
+            raise TruncatedObject(
+                "snapshot's page table does not fit its content", thread_id=self.thread_id, checkpoint_id=cid
+            ) from None
+        return state, messages
+
+    def _check(self, content: Content, rec: Record) -> None:
+        """The rebuilt content must match the digests (or, encrypted, the MACs) recorded at save.
+
+        A protected record's own digests (``fields.protection``) are compared first, so a forgery of a
+        protected checkpoint is reported as the ``ProtectionMismatch`` its protection promises."""
+        thread_id = self.thread_id
+        protection = rec.get("fields", {}).get("protection")
+        if isinstance(protection, dict):
+            where = {"thread_id": thread_id, "checkpoint_id": rec["id"]}
+            for name, value in (("state", content[0]), ("messages", content[1])):
+                if protection.get(f"{name}_sha256") != content_digest(value):
+                    raise ProtectionMismatch(f"{name} differs from the digest recorded at creation", **where)
+        check_content(content, rec, thread_id, lambda name, raw: self.cp._sha256(thread_id, name, raw))
+        crypto.check_mac(self.cp.encryption, rec, thread_id, content)
