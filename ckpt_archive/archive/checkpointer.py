@@ -18,10 +18,9 @@ from .batch import head_from_hint
 from .content import state_key
 from .integrity_api import IntegrityMixin
 from .maintenance_api import MaintenanceMixin
+from .manifest import id_entry_thread, unseal
 from .manifest import record_info as _info
-from .manifest import unseal
 from .root import DEFAULT_GC_GRACE
-from .schema import id_entry_thread
 from .writer import ArchiveWriter
 
 __all__ = ["DEFAULT_GC_GRACE", "ArchiveCheckpointer", "state_key"]

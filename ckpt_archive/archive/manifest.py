@@ -28,6 +28,7 @@ from .. import codec, limits
 from ..delta import Delta
 from ..errors import BrokenChain, CorruptManifest, IntegrityError, ObjectTooLarge, UnsupportedFormatVersion
 from ..model import CheckpointInfo
+from . import layout
 from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
@@ -401,3 +402,13 @@ def record_info(thread_id: str, rec: Record) -> CheckpointInfo:
         metadata=dict(rec.get("metadata", {})),
         version=int(rec.get("version", 1)),
     )
+
+
+def id_entry_thread(data: bytes, checkpoint_id: str) -> str:
+    """The thread an ``_ids/`` entry names, once it proves to be the entry of ``checkpoint_id``."""
+    key = layout.id_key(checkpoint_id)
+    doc = unseal(data, f"id entry of {checkpoint_id!r}", key=key, kind="id entry")
+    thread_id = doc.get("thread_id")
+    if doc.get("checkpoint_id") != checkpoint_id or not isinstance(thread_id, str):
+        raise CorruptManifest("id entry is not this checkpoint's", checkpoint_id=checkpoint_id, key=key)
+    return thread_id

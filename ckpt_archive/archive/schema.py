@@ -209,15 +209,3 @@ def check_hint(doc: dict[str, Any], thread_id: str) -> None:
         check_record({k: v for k, v in rec.items() if k != "ops"} if isinstance(rec, dict) else rec, thread_id)
         if not isinstance(rec.get("ops", []), list):
             raise CorruptManifest("malformed head hint: ops", thread_id=thread_id)
-
-
-def id_entry_thread(data: bytes, checkpoint_id: str) -> str:
-    """The thread an ``_ids/`` entry names, once it proves to be the entry of ``checkpoint_id``."""
-    from .manifest import unseal
-
-    key = layout.id_key(checkpoint_id)
-    doc = unseal(data, f"id entry of {checkpoint_id!r}", key=key, kind="id entry")
-    thread_id = doc.get("thread_id")
-    if doc.get("checkpoint_id") != checkpoint_id or not isinstance(thread_id, str):
-        raise CorruptManifest("id entry is not this checkpoint's", checkpoint_id=checkpoint_id, key=key)
-    return thread_id

@@ -31,9 +31,9 @@ from ..errors import (
 )
 from . import layout
 from .chains import ChainReader, Mode
-from .manifest import Manifest, Record, unseal
+from .manifest import Manifest, Record, id_entry_thread, unseal
 from .parts import read_folded
-from .schema import check_hint, id_entry_thread
+from .schema import check_hint
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...model import CheckpointInfo
 from . import writes as W
-from .reading import lg_ids
-
-if TYPE_CHECKING:
-    from .saver import ArchiveSaver
+from .reading import SaverReads, lg_ids
 
 
 @dataclass
@@ -87,7 +84,7 @@ def _step(
 
 
 async def collect_history(
-    saver: ArchiveSaver, at: str, index: dict[str, CheckpointInfo], target: str | None, channels: list[str]
+    saver: SaverReads, at: str, index: dict[str, CheckpointInfo], target: str | None, channels: list[str]
 ) -> dict[str, History]:
     result = {ch: History() for ch in channels}
     remaining = set(channels)

@@ -1,4 +1,4 @@
-"""delete_thread, delete_for_runs, copy_thread and prune for ArchiveSaver, on the archive's retention API.
+"""delete_thread, delete_for_runs, copy_thread and prune for SaverReads, on the archive's retention API.
 
 Removing checkpoints uses the archive's chain-aware ``aremove`` (every kept checkpoint still loads to
 the same state). Before that, a kept checkpoint whose LangGraph parent is removed gets the DeltaChannel
@@ -11,17 +11,14 @@ archive's server-side ``acopy_thread`` (records keep their LangGraph ids), plus 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import CheckpointError
 from ...model import Checkpoint, CheckpointInfo, uuid7
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, split_thread
 from .history import _has_value, collect_history
-from .reading import by_lg_id, lg_ids
-
-if TYPE_CHECKING:
-    from .saver import ArchiveSaver
+from .reading import SaverReads, by_lg_id, lg_ids
 
 STRATEGIES = ("keep_latest", "delete")
 
@@ -37,7 +34,7 @@ def _unvalued_channels(codec: SerdeCodec, state: dict[str, Any]) -> list[str]:
 
 
 class Maintenance:
-    def __init__(self, saver: ArchiveSaver) -> None:
+    def __init__(self, saver: SaverReads) -> None:
         self.saver = saver
 
     async def drop_thread(self, at: str) -> None:
