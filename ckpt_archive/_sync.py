@@ -8,6 +8,7 @@ without blocking that loop.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar, cast
 
@@ -30,12 +31,21 @@ def _on_io_loop() -> bool:
         return False
 
 
+def _loop_stopped() -> bool:
+    """Is the interpreter shutting down? fsspec's I/O thread is a daemon: from then on it never runs
+    again, so a wait for the loop would never end (a finalizer or an unfinished iterator closed then)."""
+    return sys.is_finalizing()
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the I/O loop and wait for it (must not be called from that loop)."""
     loop = io_loop()
     if _on_io_loop():
         coro.close()
         raise RuntimeError("sync ckpt_archive API called from inside the I/O loop; use the a* methods")
+    if _loop_stopped():
+        coro.close()
+        raise RuntimeError("sync ckpt_archive API called while the interpreter shuts down; call it before exit")
     return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
@@ -72,7 +82,7 @@ def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
                 task = io_loop().create_task(aclose())
                 _closing.add(task)
                 task.add_done_callback(_closing.discard)
-            else:
+            elif not _loop_stopped():  # at exit nothing can run it, and an ending process frees everything
                 run_sync(aclose())
 
 

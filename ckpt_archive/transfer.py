@@ -27,6 +27,7 @@ import orjson
 import zstandard
 from pydantic import ValidationError
 
+from ._sync import run_sync
 from .analysis.frames import states as history
 from .archive import ArchiveCheckpointer
 from .errors import CheckpointError, DuplicateCheckpointId
@@ -55,24 +56,30 @@ def is_portable(target: str) -> bool:
 def replay(
     dest: ArchiveCheckpointer, thread_id: str, checkpoints: Iterable[Checkpoint], tick: Tick | None = None
 ) -> CopyReport:
-    """Save ``checkpoints`` (oldest first) into ``dest``, skipping those it already has."""
+    """Save ``checkpoints`` (oldest first) into ``dest``, skipping those it already has.
+
+    A checkpoint whose parent is not among those before it (retention removed the
+    parent, or it is a root) is saved detached: a snapshot of its own, its
+    ``parent_id`` kept as lineage, as the source archive records it after a prune.
+    """
     report = CopyReport(thread_id)
     have = {i.checkpoint_id for i in dest.list(thread_id)}
     incoming: set[str] = set()
     for ckpt in checkpoints:
         if ckpt.thread_id != thread_id:
             raise InvalidExport(f"checkpoint {ckpt.checkpoint_id!r} belongs to {ckpt.thread_id!r}, not {thread_id!r}")
-        incoming.add(ckpt.checkpoint_id)
+        detached = ckpt.parent_id is None or ckpt.parent_id not in incoming
         if ckpt.checkpoint_id in have:
             report.skipped += 1
         else:
-            if have and ckpt.parent_id is None:
+            if detached and not have <= incoming:  # a new chain while the destination holds others
                 raise DuplicateCheckpointId(
                     f"thread {thread_id!r} already exists in the destination with other checkpoints; "
                     "delete it there first or copy to another archive"
                 )
-            dest.save(ckpt)
+            run_sync(dest._save(ckpt, detached=detached))
             report.copied += 1
+        incoming.add(ckpt.checkpoint_id)
         if tick is not None:
             tick()
     extra = have - incoming

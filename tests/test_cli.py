@@ -215,6 +215,32 @@ def test_export_import_roundtrip(built: Any, backend: str, tmp_path: Path) -> No
     assert run_json("verify", "--url", copy_url)["verified"] == 55
 
 
+def test_export_import_after_prune(tmp_path: Path) -> None:
+    """The issue's sequence: prune --keep-last 5, export, import; and export --all to an archive."""
+    src = str(tmp_path / "src")
+    sample_archive.build(src)
+    run("prune", "--all", "--keep-last", "5", "--apply", "--url", src)
+    source = ca.open_archive(src)
+    assert {len(source.list(t)) for t in source.threads()} == {5}
+    bundle = str(tmp_path / "pruned.tar.zst")
+    assert [t["copied"] for t in run_json("export", "--all", "--to", bundle, "--url", src)["threads"]] == [5, 5, 5]
+    restored, copy = str(tmp_path / "restored"), str(tmp_path / "copy")
+    got = run_json("import", bundle, "--url", restored)
+    assert [(t["copied"], t["skipped"]) for t in got["threads"]] == [(5, 0)] * 3
+    assert sum(t["copied"] for t in run_json("export", "--all", "--to", copy, "--url", src)["threads"]) == 15
+    for url in (restored, copy):
+        dest = ca.open_archive(url)
+        assert dest.threads() == source.threads()
+        for thread in source.threads():
+            src_infos = source.list(thread)
+            assert src_infos[0].parent_id is not None  # its parent was pruned away
+            assert [(i.checkpoint_id, i.parent_id, i.step, i.created_at, i.metadata) for i in src_infos] == [
+                (i.checkpoint_id, i.parent_id, i.step, i.created_at, i.metadata) for i in dest.list(thread)
+            ]
+            assert [c.state for c in source.history(thread)] == [c.state for c in dest.history(thread)]
+        assert run_json("verify", "--url", url)["verified"] == 15
+
+
 def test_import_refuses_a_foreign_thread_and_bad_files(tmp_path: Path) -> None:
     src = str(tmp_path / "src")
     sample_archive.build(src)

@@ -26,3 +26,39 @@ def test_demo_small_run(tmp_path: Any, capsys: pytest.CaptureFixture[str], monke
     (tmp_path / "other").mkdir()
     with pytest.raises(SystemExit, match="not a ckpt_archive archive"):
         demo.main([str(tmp_path / "other")])
+
+
+def test_demo_archive_backup_after_prune(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's operator session on the demo archive: prune, gc, then export (to an archive and to a
+    file) and import; every surviving checkpoint arrives (the export once left only the marker)."""
+    from typer.testing import CliRunner
+
+    from ckpt_archive.cli import app
+
+    def run(*args: str) -> None:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exit_code == 0, (result.output, result.stderr)
+
+    real = demo.simulate
+    monkeypatch.setattr(demo, "simulate", lambda path: real(path, threads=2, steps=(25, 30)))
+    src = str(tmp_path / "demo-archive")
+    demo.main([src])
+    thread = "customer-1000/session-0"
+    run("prune", thread, "--keep-last", "5", "--url", src)
+    run("gc", "--grace", "0s", "--url", src)
+    copy, bundle, restored = str(tmp_path / "copy"), str(tmp_path / "all.tar.zst"), str(tmp_path / "restored")
+    run("export", "--all", "--to", copy, "--url", src)
+    run("export", "--all", "--to", bundle, "--url", src)
+    run("import", bundle, "--url", restored)
+    source = ca.open_archive(src)
+    assert len(source.list(thread)) == 5
+    for url in (copy, restored):
+        dest = ca.open_archive(url)
+        assert dest.threads() == source.threads()
+        for t in source.threads():
+            assert [(i.checkpoint_id, i.parent_id, i.step, i.created_at, i.metadata) for i in dest.list(t)] == [
+                (i.checkpoint_id, i.parent_id, i.step, i.created_at, i.metadata) for i in source.list(t)
+            ]
+            latest, copied = source.load(t), dest.load(t)
+            assert latest is not None and copied is not None and copied.state == latest.state
+        assert dest.verify().ok

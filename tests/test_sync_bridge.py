@@ -1,11 +1,22 @@
 """The sync facade over the async core: an unfinished sync iterator closed on the I/O loop's own thread
-(the garbage collector may finalise it there) closes its async iterator without an error."""
+(the garbage collector may finalise it there) closes its async iterator without an error, and a process
+left holding unfinished iterators exits at once."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
 
+import pytest
+
+import ckpt_archive as ca
 from ckpt_archive._sync import iterate_sync, run_sync
 
 
@@ -34,3 +45,51 @@ def test_an_unfinished_iterator_closed_on_the_io_loop_closes_its_source() -> Non
     assert next(elsewhere) == 0
     elsewhere.close()  # from this (non-loop) thread: waits for the source to close
     assert closed == [True, True]
+
+
+# -- exiting with an unfinished iterator ----------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+EXIT_SCRIPT = """
+import json, sys
+import ckpt_archive as ca
+from ckpt_archive.analysis import states
+url, opts = sys.argv[1], json.loads(sys.argv[2])
+archive = ca.open_archive(url, storage_options=opts)
+history = archive.history("t")
+analysed = states(url, "t", storage_options=opts)
+print(next(history).step, next(analysed).step, flush=True)
+"""
+
+
+def _python(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run this clone's ckpt_archive in a fresh interpreter; a hang at exit is a ``TimeoutExpired``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=30, env=env, cwd=ROOT)
+
+
+def _thread_of_three(url: str, opts: dict[str, Any]) -> None:
+    archive = ca.open_archive(url, storage_options=opts, full_snapshot_interval=2)
+    for step in range(3):
+        archive.save(ca.Checkpoint.new("t", {"step": step, "items": list(range(step))}, step=step))
+
+
+@pytest.mark.parametrize("backend", ["local", "s3"])
+def test_exit_with_unfinished_history_iterators_is_instant(archive_url: Any, backend: str) -> None:
+    """history() and analysis.states() left at their first item: the process exits at once (it used to
+    wait forever: the iterators' cleanup ran at interpreter shutdown and waited for fsspec's I/O loop,
+    whose daemon thread no longer runs by then)."""
+    url, opts = archive_url(backend)
+    _thread_of_three(url, opts)
+    started = time.monotonic()
+    done = _python("-c", EXIT_SCRIPT, url, json.dumps(opts))
+    assert (done.returncode, done.stdout) == (0, "0 0\n") and "Traceback" not in done.stderr, done.stderr
+    assert time.monotonic() - started < 20
+
+
+def test_cli_export_error_with_debug_exits(tmp_path: Path) -> None:
+    """``export ... --debug`` failing while it reads a thread's history shows the traceback and exits."""
+    src, dest = str(tmp_path / "src"), str(tmp_path / "dest")
+    _thread_of_three(src, {})
+    ca.open_archive(dest).save(ca.Checkpoint.new("t", {"other": True}))  # the copy will refuse it
+    done = _python("-m", "ckpt_archive.cli", "export", "t", "--to", dest, "--url", src, "--debug")
+    assert done.returncode == 1 and "DuplicateCheckpointId" in done.stderr, done.stderr

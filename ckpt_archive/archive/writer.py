@@ -42,7 +42,11 @@ from .state_reader import StateReader
 class ArchiveWriter(StateReader):
     """The write layer of ``ArchiveCheckpointer``: save, compaction and what a commit publishes."""
 
-    async def _save(self, checkpoint: Checkpoint) -> str:
+    async def _save(self, checkpoint: Checkpoint, *, detached: bool = False) -> str:
+        """``detached`` (a restore, ``transfer.replay``): the checkpoint starts a chain of its own, as a
+        full snapshot, and its ``parent_id`` is recorded as it is without being looked up (None, or a
+        checkpoint that retention removed in the archive it came from: the lineage a prune leaves,
+        FORMAT.md section 10). A plain save requires the parent to be in the thread."""
         # checked and privately copied once, whatever the number of commit attempts
         (state, raw_state), (messages, raw_messages) = (
             codec.json_copy_raw(checkpoint.state, "state", series=checkpoint.thread_id),
@@ -62,7 +66,7 @@ class ArchiveWriter(StateReader):
             cached = self._manifests.get(thread_id)
             m = cached if cached is not None else await self._rooted(self._manifest(thread_id))
             await self._check_root()  # done by now, unless the manifest was cached by a path without it
-            explicit = checkpoint.parent_id is not None
+            explicit = checkpoint.parent_id is not None or detached
             if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
                 seen, m = m.head, await self._manifest(thread_id)
             if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
@@ -70,16 +74,18 @@ class ArchiveWriter(StateReader):
                     f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
                     f"(head {seen!r}); reload and save again, or pass parent_id to fork"
                 )
-            if explicit and checkpoint.parent_id not in m.records:
+            if explicit and not detached and checkpoint.parent_id not in m.records:
                 m = await self._manifest(thread_id)
             index_written = False
             while True:
                 if cid in m.records:
                     raise DuplicateCheckpointId(f"checkpoint {cid!r} is already in thread {thread_id!r}")
                 parent_id = checkpoint.parent_id if explicit else m.head
-                if parent_id is not None and parent_id not in m.records:
+                if not detached and parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, writes, content = await self._prepare(m, checkpoint, parent_id, content, digests)
+                actions, writes, content = await self._prepare(
+                    m, checkpoint, parent_id, content, digests, detached=detached
+                )
                 try:
                     entry = m.commit_entry(actions)  # refused (StateTooLarge) before any payload is written
                 except BaseException:
@@ -129,12 +135,21 @@ class ArchiveWriter(StateReader):
             await self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id), stored))
 
     async def _prepare(
-        self, m: Manifest, ckpt: Checkpoint, parent_id: str | None, content: Content, digests: dict[str, Any]
+        self,
+        m: Manifest,
+        ckpt: Checkpoint,
+        parent_id: str | None,
+        content: Content,
+        digests: dict[str, Any],
+        *,
+        detached: bool = False,
     ) -> tuple[list[dict[str, Any]], list[Any], Content]:
         """Actions of the commit, payload writes to run before it, and the new content (``digests``:
-        its ``content_digests``)."""
+        its ``content_digests``). ``parent_id`` is recorded; unless ``detached`` it is also the base a
+        delta is taken against."""
         state, messages = content
-        parent = m.records.get(parent_id) if parent_id else None
+        base = None if detached else parent_id
+        parent = m.records.get(base) if base else None
         depth = None if parent is None else int(parent["depth"])
         record: Record = {
             "id": ckpt.checkpoint_id,
@@ -162,10 +177,10 @@ class ArchiveWriter(StateReader):
         ops = None
         # a delta stays inline in commit entries, hints and folds: a thread holds at most
         # MAX_INLINE_DELTAS of them, of at most INLINE_OPS_BYTES each (limits), or it is a snapshot
-        full = parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval)
+        full = base is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval)
         if not full and len(m.inline) < limits.MAX_INLINE_DELTAS:
-            assert parent_id is not None
-            ops = diff_checkpoint(*await self._content_of(m, parent_id), state, messages)
+            assert base is not None
+            ops = diff_checkpoint(*await self._content_of(m, base), state, messages)
             if enc is not None:
                 ops = crypto.seal_ops(enc, self._archive_id, m.thread_id, ckpt.checkpoint_id, ops)
             stored_ops = len(codec.dumps(ops))
@@ -178,7 +193,7 @@ class ArchiveWriter(StateReader):
             if enc is not None:  # no shared pages (of state or messages): their names would be digests of plaintext
                 data = self.seal_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages))
             else:
-                known = self._known_pages(m, parent_id)
+                known = self._known_pages(m, base)
                 data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
             writes.append(self.store.put(key, data))
             writes.extend(self.store.put(k, d) for k, d in new_pages)
