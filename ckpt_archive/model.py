@@ -287,6 +287,11 @@ class Checkpoint(BaseModel):
         """The explicitly lenient variant: a private copy of the state, proven or not."""
         return copy.deepcopy(self.state)
 
+    def is_resave_of(self, saved: Checkpoint) -> bool:
+        """Would saving ``self`` add nothing to ``saved`` (a checkpoint with its id)? So it is for a save
+        retried after an unknown outcome: every field equal, the parent too unless ``self`` names none."""
+        return self == (saved if self.parent_id is not None else saved.with_parent(None))
+
     def with_cleared_interrupt(self, node: str) -> Checkpoint:
         return self.model_copy(update={"cleared_interrupt": node})
 

@@ -14,20 +14,29 @@ Everything is async; blocking filesystems run in the default executor so the
 event loop is never blocked.
 
 Transient failures (throttling, 5xx, 409 ConditionalRequestConflict, connection
-resets, timeouts) are retried with full-jitter exponential backoff. A put-if-absent
-whose outcome is unknown (the request may have landed before the error) is resolved
-on retry: if the key now holds exactly our bytes, the write was ours.
+resets, timeouts) are retried here, and only here, with full-jitter exponential backoff
+within a time budget (``open_store`` turns the S3 client's own retries off, so an
+unreachable endpoint fails in seconds, not a minute). A put-if-absent whose outcome is
+unknown (the request may have landed before the error) is resolved on retry: if the
+key now holds exactly our bytes, the write was ours.
+
+A failure that is left is raised as a typed ``StorageError`` (``storage_error``: full,
+read-only, access denied, no credentials, no bucket, unavailable) whose one-line
+message says what to do; an absent key stays a ``FileNotFoundError``, the answer the
+layers above ask for.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import random
 import threading
+import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -35,7 +44,18 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from ..errors import InvalidIdentifier, UnsafeBackend
+from ..errors import (
+    AccessDenied,
+    BucketNotFound,
+    CheckpointError,
+    CredentialsMissing,
+    InvalidIdentifier,
+    ReadOnlyStorage,
+    StorageError,
+    StorageFull,
+    StorageUnavailable,
+    UnsafeBackend,
+)
 
 T = TypeVar("T")
 _memory_lock = threading.Lock()
@@ -82,16 +102,37 @@ def _status_transient(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and (value in (408, 429) or 500 <= value < 600)
 
 
-def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: throttling, 5xx, 409 conflicts, resets and timeouts.
-
-    Looks through the chain of causes, since fsspec backends wrap the client's
-    error (botocore ClientError, gcsfs HttpError, azure HttpResponseError) in an OSError.
-    """
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and its chain of causes: fsspec backends wrap the client's error (botocore ClientError,
+    gcsfs HttpError, azure HttpResponseError) in an OSError."""
     seen: set[int] = set()
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
+        yield e
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+
+
+def _code(e: BaseException) -> str | None:
+    """The service's error code: botocore ``response["Error"]["Code"]``, azure ``error_code``."""
+    response = getattr(e, "response", None)
+    if isinstance(response, dict):
+        code = (response.get("Error") or {}).get("Code")
+        return code if isinstance(code, str) else None
+    code = getattr(e, "error_code", None)
+    return code if isinstance(code, str) else None
+
+
+def _status(e: BaseException) -> object:
+    response = getattr(e, "response", None)
+    if isinstance(response, dict):  # botocore ClientError
+        return (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+    return getattr(e, "code", None) if hasattr(e, "code") else getattr(e, "status_code", None)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for errors worth retrying: throttling, 5xx, 409 conflicts, resets and timeouts."""
+    for e in _causes(exc):
         if isinstance(e, _PERMANENT):
             return False
         if isinstance(e, ConnectionError | TimeoutError | asyncio.TimeoutError):
@@ -100,16 +141,99 @@ def is_transient(exc: BaseException) -> bool:
             return True
         response = getattr(e, "response", None)
         if isinstance(response, dict):  # botocore ClientError
-            error = response.get("Error") or {}
             http = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-            if error.get("Code") in _TRANSIENT_CODES or _status_transient(http):
+            if _code(e) in _TRANSIENT_CODES or _status_transient(http):
                 return True
         if _status_transient(getattr(e, "code", None)) or _status_transient(getattr(e, "status_code", None)):
             return True  # gcsfs HttpError.code, azure HttpResponseError.status_code
         if getattr(e, "error_code", None) in _TRANSIENT_CODES:
             return True
-        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
     return False
+
+
+_NO_BUCKET_CODES = frozenset({"NoSuchBucket", "ContainerNotFound"})
+_DENIED_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AllAccessDisabled",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "InvalidToken",
+        "AuthorizationFailure",
+        "AuthenticationFailed",
+        "AuthorizationPermissionMismatch",
+    }
+)
+_NO_CREDENTIALS_TYPES = frozenset({"NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError"})
+_BACKEND_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "google", "azure", "adlfs", "requests")
+
+
+def _no_bucket(exc: BaseException) -> bool:
+    for e in _causes(exc):
+        if _code(e) in _NO_BUCKET_CODES:
+            return True
+        if isinstance(e, FileNotFoundError) and "bucket does not exist" in str(e).lower():
+            return True  # gcsfs: a 404 whose message names the bucket
+    return False
+
+
+def _absent(exc: BaseException) -> bool:
+    """A key or folder that is not there (an answer), as opposed to a bucket that is not (an error)."""
+    return isinstance(exc, FileNotFoundError) and not _no_bucket(exc)
+
+
+@contextlib.contextmanager
+def _unless_absent() -> Iterator[None]:
+    """Ignore an absent key or folder (deleting it is done), never an absent bucket."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if not _absent(exc):
+            raise
+
+
+def _detail(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def storage_error(exc: BaseException, store: ObjectStore, key: str, attempts: int = 1) -> StorageError | None:
+    """The typed error for a backend failure on ``key``, with a message that says what to do; None for
+    what is not one (an absent key, one of our own errors, a bug in the caller)."""
+    if isinstance(exc, CheckpointError):
+        return None
+    root = store.root or "/"
+    where = f"{root}/{key}" if key else root
+    detail = _detail(exc)
+    if _no_bucket(exc):
+        bucket = store.root.lstrip("/").split("/", 1)[0]
+        return BucketNotFound(f"bucket {bucket!r} does not exist: create it, or fix the archive URL")
+    for e in _causes(exc):
+        if type(e).__name__ in _NO_CREDENTIALS_TYPES:
+            return CredentialsMissing(
+                f"no credentials to reach {root!r} ({detail}): give them in storage_options or the "
+                "environment (e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), or anon=True for a public bucket"
+            )
+        number = getattr(e, "errno", None)
+        if number in (errno.ENOSPC, errno.EDQUOT):
+            return StorageFull(f"no space left writing {where!r} ({detail}): free space or raise the quota, then retry")
+        if number == errno.EROFS:
+            return ReadOnlyStorage(f"{root!r} is on read-only storage ({detail}): reads work; write to a writable copy")
+        if number == errno.ENOTDIR or isinstance(e, NotADirectoryError):
+            return StorageError(f"{root!r} or a folder in it is a file: point the archive URL at a folder")
+        if isinstance(e, PermissionError) or _code(e) in _DENIED_CODES or _status(e) == 403:
+            return AccessDenied(f"access to {where!r} denied ({detail}): check the credentials and their permissions")
+    if isinstance(exc, FileNotFoundError | FileExistsError):
+        return None  # answers, not failures: the callers ask for them
+    if is_transient(exc):
+        return StorageUnavailable(
+            f"storage at {root!r} did not answer after {attempts} attempt(s) ({detail}): check the endpoint "
+            "and the network, then try again"
+        )
+    if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _BACKEND_MODULES:
+        return StorageError(f"storage error at {where!r}: {detail}")
+    return None
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
@@ -129,11 +253,13 @@ class ObjectStore:
         retries: int = 6,
         backoff: float = 0.05,
         max_backoff: float = 2.0,
+        retry_budget: float = 10.0,
     ) -> None:
         self.fs = fs
         self.root = root.rstrip("/")
         self.single_writer = single_writer
         self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
+        self.retry_budget = retry_budget  # seconds: no retry starts later than this after the first attempt
         self.retried = 0  # transient failures retried so far (for tests and diagnostics)
         if isinstance(fs, LocalFileSystem):
             self.kind = "local"
@@ -161,19 +287,24 @@ class ObjectStore:
             raise InvalidIdentifier(f"object key {key!r} could leave the archive root")
         return f"{self.root}/{key}" if self.root else key
 
-    async def _retry(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run ``fn``, retrying transient failures with full-jitter exponential backoff."""
-        attempt = 0
+    async def _retry(self, fn: Callable[[], Awaitable[T]], key: str) -> T:
+        """Run ``fn`` (a request about ``key``), retrying transient failures with full-jitter exponential
+        backoff within ``retry_budget``; what fails in the end is raised typed (``storage_error``)."""
+        attempt, started = 0, time.monotonic()
         while True:
             try:
                 return await fn()
             except Exception as exc:
-                if attempt >= self.retries or not is_transient(exc):
-                    raise
-            delay = min(self.max_backoff, self.backoff * 2**attempt)
+                delay = random.uniform(0, min(self.max_backoff, self.backoff * 2**attempt))
+                late = time.monotonic() + delay - started > self.retry_budget
+                if attempt >= self.retries or late or not is_transient(exc):
+                    typed = storage_error(exc, self, key, attempt + 1)
+                    if typed is None:
+                        raise
+                    raise typed from exc
             attempt += 1
             self.retried += 1
-            await asyncio.sleep(random.uniform(0, delay))
+            await asyncio.sleep(delay)
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         if self.kind == "memory":
@@ -183,7 +314,7 @@ class ObjectStore:
     # -- reads -----------------------------------------------------------------
     async def get(self, key: str) -> bytes:
         """Bytes of ``key``; FileNotFoundError if absent."""
-        return await self._retry(lambda: self._get(key))
+        return await self._retry(lambda: self._get(key), key)
 
     async def _get(self, key: str) -> bytes:
         path = self.path(key)
@@ -206,7 +337,7 @@ class ObjectStore:
 
     async def list_dir(self, prefix: str) -> list[str]:
         """Names directly under ``prefix`` (files and folders); [] if it does not exist."""
-        return await self._retry(lambda: self._list_dir(prefix))
+        return await self._retry(lambda: self._list_dir(prefix), prefix)
 
     async def _list_dir(self, prefix: str) -> list[str]:
         path = self.path(prefix)
@@ -222,7 +353,9 @@ class ObjectStore:
                     entries = await self.fs._ls(path, detail=False, refresh=True)
             else:
                 entries = await self._blocking(lambda: self.fs.ls(path, detail=False))
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if not _absent(exc):
+                raise
             return []
         base = path.rstrip("/") + "/"
         names = []
@@ -237,7 +370,7 @@ class ObjectStore:
 
     async def find(self, prefix: str) -> dict[str, dict[str, Any]]:
         """Every object under ``prefix`` (recursive): key -> {size, mtime (UTC datetime or None)}."""
-        return await self._retry(lambda: self._find(prefix))
+        return await self._retry(lambda: self._find(prefix), prefix)
 
     async def _find(self, prefix: str) -> dict[str, dict[str, Any]]:
         path = self.path(prefix)
@@ -246,7 +379,9 @@ class ObjectStore:
                 found = await self.fs._find(path, detail=True)
             else:
                 found = await self._blocking(lambda: self.fs.find(path, detail=True))
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if not _absent(exc):
+                raise
             return {}
         out: dict[str, dict[str, Any]] = {}
         root = self.root.lstrip("/") + "/"
@@ -259,7 +394,7 @@ class ObjectStore:
     # -- writes ----------------------------------------------------------------
     async def put(self, key: str, data: bytes) -> None:
         """Write (or replace) ``key`` atomically: readers see the old or the new bytes."""
-        await self._retry(lambda: self._put(key, data))
+        await self._retry(lambda: self._put(key, data), key)
 
     async def _put(self, key: str, data: bytes) -> None:
         path = self.path(key)
@@ -282,12 +417,14 @@ class ObjectStore:
                 return True
             return await self._get_or_none_once(key) == data
 
-        return await self._retry(attempt)
+        return await self._retry(attempt, key)
 
     async def _get_or_none_once(self, key: str) -> bytes | None:
         try:
             return await self._get(key)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if not _absent(exc):
+                raise
             return None
 
     async def _create(self, key: str, data: bytes) -> bool:
@@ -312,6 +449,9 @@ class ObjectStore:
 
     async def copy(self, src: str, dst: str) -> None:
         """Copy ``src`` to ``dst`` on the server where the filesystem can (S3 CopyObject, GCS rewrite...)."""
+        await self._retry(lambda: self._copy(src, dst), dst)
+
+    async def _copy(self, src: str, dst: str) -> None:
         if self.kind == "object":
             await self.fs._cp_file(self.path(src), self.path(dst))
         elif self.kind == "local":
@@ -321,34 +461,47 @@ class ObjectStore:
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete keys; missing ones are ignored."""
-        await self._retry(lambda: self._delete(keys))
+        await self._retry(lambda: self._delete(keys), keys[0] if keys else "")
 
     async def _delete(self, keys: Sequence[str]) -> None:
         paths = [self.path(k) for k in keys]
         if not paths:
             return
         if self.kind == "object":
-            with contextlib.suppress(FileNotFoundError):
+            with _unless_absent():
                 await self.fs._rm(paths)
             return
 
         def rm() -> None:
             for p in paths:
-                with contextlib.suppress(FileNotFoundError):
+                with _unless_absent():
                     self.fs.rm_file(p)
 
         await self._blocking(rm)
 
     async def delete_prefix(self, prefix: str) -> None:
-        await self._retry(lambda: self._delete_prefix(prefix))
+        await self._retry(lambda: self._delete_prefix(prefix), prefix)
 
     async def _delete_prefix(self, prefix: str) -> None:
         path = self.path(prefix)
-        with contextlib.suppress(FileNotFoundError):
+        with _unless_absent():
             if self.kind == "object":
                 await self.fs._rm(path, recursive=True)
             else:
                 await self._blocking(lambda: self.fs.rm(path, recursive=True))
+
+
+def open_store(url: str, storage_options: dict[str, Any] | None = None, *, single_writer: bool = False) -> ObjectStore:
+    """The store at ``url``. On S3, botocore's own retries are off unless ``storage_options`` sets them
+    (``config_kwargs["retries"]``): stacked on ours they made an unreachable endpoint take a minute to
+    fail; ``_retry`` alone retries, within its time budget."""
+    options = dict(storage_options or {})
+    if fsspec.core.split_protocol(url)[0] in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", {"total_max_attempts": 1})  # botocore: attempts, the first included
+        options["config_kwargs"] = config
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    return ObjectStore(fs, root, single_writer=single_writer)
 
 
 def _mtime(info: dict[str, Any]) -> datetime | None:
