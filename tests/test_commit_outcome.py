@@ -100,3 +100,36 @@ def test_s3_lost_commit_reply_with_retries_used_up(s3_server: S3Server, s3_url: 
     assert s3_server.requests["PUT"] == 0  # nothing written: not a payload, not a commit
     assert [i.checkpoint_id for i in fresh.list("t")] == [first.checkpoint_id, second.checkpoint_id]
     assert fresh.verify().ok
+
+
+def test_langgraph_put_after_a_lost_commit_reply_is_idempotent(tmp_path: Any) -> None:
+    """``ArchiveSaver.put`` makes a fresh archive record per put: the same put again must save the
+    record whose outcome was unknown, not a second record of the same LangGraph checkpoint."""
+    pytest.importorskip("langgraph")
+    from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
+
+    from ckpt_archive.integrations.langgraph import ArchiveSaver
+
+    url = str(tmp_path / "a")
+    plan = FaultPlan("fail", 10**9)
+    saver = ArchiveSaver(ca.ArchiveCheckpointer(FaultyStore(ca.open_archive(url).store, plan)))
+    first = empty_checkpoint()
+    first["channel_values"] = {"a": 1}
+    config = saver.put({"configurable": {"thread_id": "x", "checkpoint_ns": ""}}, first, {"step": 0}, {})
+    second = create_checkpoint(first, None, 1)
+    second["channel_values"] = {"a": 2}
+    plan.calls.clear()
+    saver.put(config, second, {"step": 1}, {})
+    commit = next(i for i, call in enumerate(plan.calls) if "/_log/" in call) + 1
+    config = {"configurable": {**config["configurable"], "checkpoint_id": second["id"]}}
+    third = create_checkpoint(second, None, 2)
+    third["channel_values"] = {"a": 3}
+    plan.mode, plan.k = "lost-reply", len(plan.calls) + commit
+    with pytest.raises(ca.CommitOutcomeUnknown):
+        saver.put(config, third, {"step": 2}, {})
+    latest = ArchiveSaver.from_url(url).get_tuple({"configurable": {"thread_id": "x", "checkpoint_ns": ""}})
+    assert latest is not None and latest.checkpoint["id"] == third["id"]  # it landed
+    plan.outage = 0
+    assert saver.put(config, third, {"step": 2}, {})["configurable"]["checkpoint_id"] == third["id"]
+    infos = ca.open_archive(url).list(ca.open_archive(url).threads()[0])
+    assert [i.step for i in infos] == [0, 1, 2]  # one record per LangGraph checkpoint, nothing new
