@@ -195,6 +195,14 @@ class Checkpoint(BaseModel):
         json_copy_raw(v, "messages", series=info.data.get("thread_id"))
         return v
 
+    @field_validator("step", "attempts")
+    @classmethod
+    def _sealable(cls, v: Any, info: Any) -> Any:
+        """Numbers the record stores must fit its JSON (64-bit integers): refused here, not by the
+        commit after the payloads were written."""
+        check_json(v, info.field_name)
+        return v
+
     @field_validator("created_at")
     @classmethod
     def _utc(cls, v: datetime) -> datetime:
