@@ -15,7 +15,7 @@ from typing import Any
 from . import codec
 from .chain import DeltaConfig, snapshot_due
 from .delta import Delta, apply_checkpoint, diff_checkpoint
-from .errors import BrokenChain, CheckpointNotFound, CheckpointVersionConflict, InvalidState
+from .errors import BrokenChain, CheckpointNotFound, CheckpointVersionConflict, DuplicateCheckpointId, InvalidState
 from .model import RESERVED_PREFIX, Checkpoint, Protection
 from .protocol import AsyncCoreCheckpointer, Checkpointer, Ids, Infos
 from .retention import PruneReport
@@ -130,7 +130,13 @@ class DeltaCheckpointer(AsyncCoreCheckpointer):
                 "parent_id": None if parent is None else parent.checkpoint_id,
             }
         )
-        cid = await self.inner.asave(stored)
+        try:
+            cid = await self.inner.asave(stored)
+        except DuplicateCheckpointId:  # stored differently when saved again (a delta of itself): compare
+            saved = await self._load_by_id(checkpoint.checkpoint_id)
+            if saved is not None and checkpoint.is_resave_of(saved):
+                return checkpoint.checkpoint_id
+            raise
         self._remember(cid, copy.deepcopy(content), depth)
         return cid
 

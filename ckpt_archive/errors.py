@@ -153,3 +153,43 @@ class StateValidationError(InvalidState):
 
 class SessionFlushConflict(CheckpointConflict):
     """Another manager flushed the same session first; nothing of this flush was stored."""
+
+
+class StorageError(CheckpointError, OSError):
+    """The storage backend failed or refused a request (raised by the store layer, ``store.py``).
+
+    Also an ``OSError``, which is what such failures were before they were typed, so code that caught
+    ``OSError`` keeps working. The message says what to do; the backend's own error is the cause.
+    """
+
+
+class StorageUnavailable(StorageError):
+    """The storage did not answer (unreachable, timing out, throttling, 5xx) within the retry budget."""
+
+
+class StorageFull(StorageError):
+    """The filesystem is out of space or over quota: nothing of the failed write is visible."""
+
+
+class ReadOnlyStorage(StorageError):
+    """The archive's location is read-only (a read-only mount, an immutable bucket): reads still work."""
+
+
+class AccessDenied(StorageError):
+    """The credentials in use may not do this (HTTP 403, EACCES): the request was refused."""
+
+
+class CredentialsMissing(AccessDenied):
+    """No credentials were found for an object store that needs them."""
+
+
+class BucketNotFound(StorageError):
+    """The bucket (or container) named by the archive URL does not exist: nothing was read or written."""
+
+
+class CommitOutcomeUnknown(StorageError):
+    """A commit was sent but its reply was lost (retries used up): it may or may not have landed.
+
+    Saving the same checkpoint again finds out, and is safe: a re-save of a committed checkpoint
+    (same id, same content) returns its id and commits nothing new.
+    """

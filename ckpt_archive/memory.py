@@ -34,6 +34,9 @@ class MemoryCheckpointer(AsyncCoreCheckpointer):
         checkpoint.check_protection()
         with self._lock:
             if checkpoint.checkpoint_id in self._owner:
+                saved = self._threads_map[self._owner[checkpoint.checkpoint_id]][checkpoint.checkpoint_id]
+                if checkpoint.is_resave_of(saved):
+                    return checkpoint.checkpoint_id
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint.checkpoint_id!r} is already saved")
             chain = self._threads_map.setdefault(checkpoint.thread_id, OrderedDict())
             parent = checkpoint.parent_id

@@ -195,6 +195,14 @@ class Checkpoint(BaseModel):
         json_copy_raw(v, "messages", series=info.data.get("thread_id"))
         return v
 
+    @field_validator("step", "attempts")
+    @classmethod
+    def _sealable(cls, v: Any, info: Any) -> Any:
+        """Numbers the record stores must fit its JSON (64-bit integers): refused here, not by the
+        commit after the payloads were written."""
+        check_json(v, info.field_name)
+        return v
+
     @field_validator("created_at")
     @classmethod
     def _utc(cls, v: datetime) -> datetime:
@@ -286,6 +294,11 @@ class Checkpoint(BaseModel):
     def restore_state(self) -> dict[str, JSON]:
         """The explicitly lenient variant: a private copy of the state, proven or not."""
         return copy.deepcopy(self.state)
+
+    def is_resave_of(self, saved: Checkpoint) -> bool:
+        """Would saving ``self`` add nothing to ``saved`` (a checkpoint with its id)? So it is for a save
+        retried after an unknown outcome: every field equal, the parent too unless ``self`` names none."""
+        return self == (saved if self.parent_id is not None else saved.with_parent(None))
 
     def with_cleared_interrupt(self, node: str) -> Checkpoint:
         return self.model_copy(update={"cleared_interrupt": node})

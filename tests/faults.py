@@ -9,6 +9,11 @@ which is every way the archive changes storage. At call ``k`` it
 * ``crash``: raises ``Crash`` (a BaseException, so no library code can catch it) and from
   then on every call, reads included, raises ``Crash`` too: the process is gone, writes
   still in flight never happen.
+
+``FaultPlan.outage`` (any mode): the next that many requests below the store's retry loop
+(``_create``, ``_put``, ``_get``...) fail with ``ConnectionResetError``, so the real retries
+run and give up. Mode ``lost-reply`` starts such an outage right after call ``k`` wrote: the
+reply is lost and so is every retry (including the one that would have found the bytes).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ckpt_archive.archive.store import ObjectStore
 
-MODES = ("fail", "fail-after", "crash")
+MODES = ("fail", "fail-after", "crash")  # lost-reply: see the module docstring
 
 
 class Crash(BaseException):
@@ -33,6 +38,8 @@ class FaultPlan:
     hit: bool = False
     dead: bool = False
     armed: bool = True
+    outage: int = 0  # requests still to fail below the retry loop
+    outage_after_lost_reply: int = 10**6
 
 
 class FaultyStore(ObjectStore):
@@ -62,7 +69,31 @@ class FaultyStore(ObjectStore):
         return True
 
     def _after(self, what: str) -> None:
+        if self.plan.mode == "lost-reply":
+            self.plan.outage = self.plan.outage_after_lost_reply
+            raise ConnectionResetError(f"injected lost reply after {what}")
         raise OSError(f"injected lost reply after {what}")
+
+    def _request(self) -> None:
+        if self.plan.outage > 0:
+            self.plan.outage -= 1
+            raise ConnectionResetError("injected outage")
+
+    async def _get(self, key: str) -> bytes:
+        self._request()
+        return await super()._get(key)
+
+    async def _put(self, key: str, data: bytes) -> None:
+        self._request()
+        await super()._put(key, data)
+
+    async def _create(self, key: str, data: bytes) -> bool:
+        self._request()
+        created = await super()._create(key, data)
+        if self._lost_next:
+            self._lost_next = False
+            self._after(f"create {key}")
+        return created
 
     async def get(self, key: str) -> bytes:
         self._check_alive()
@@ -83,8 +114,12 @@ class FaultyStore(ObjectStore):
         if after:
             self._after(f"put {key}")
 
+    _lost_next = False
+
     async def put_if_absent(self, key: str, data: bytes) -> bool:
         after = await self._mutate(f"put_if_absent {key}")
+        if after and self.plan.mode == "lost-reply":  # inside the retry loop: the first attempt lands
+            self._lost_next, after = True, False
         created = await super().put_if_absent(key, data)
         self._check_alive()
         if after:

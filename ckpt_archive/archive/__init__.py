@@ -5,11 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import fsspec
-
 from .checkpointer import DEFAULT_GC_GRACE, ArchiveCheckpointer
 from .crypto import Encryption
-from .store import ObjectStore
+from .store import ObjectStore, open_store
 from .verify import Problem, RestoredState, VerifyReport
 
 __all__ = [
@@ -37,8 +35,7 @@ def open_archive(
     ``gc_grace``: how long objects stay after a prune removed them (readers holding an
     older manifest keep working), and how old leftovers must be before ``gc`` deletes them.
     """
-    fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    store = ObjectStore(fs, root, single_writer=single_writer)
+    store = open_store(url, storage_options, single_writer=single_writer)
     return ArchiveCheckpointer(
         store,
         full_snapshot_interval=full_snapshot_interval,

@@ -14,9 +14,16 @@ Everything is async; blocking filesystems run in the default executor so the
 event loop is never blocked.
 
 Transient failures (throttling, 5xx, 409 ConditionalRequestConflict, connection
-resets, timeouts) are retried with full-jitter exponential backoff. A put-if-absent
-whose outcome is unknown (the request may have landed before the error) is resolved
-on retry: if the key now holds exactly our bytes, the write was ours.
+resets, timeouts) are retried here, and only here, with full-jitter exponential backoff
+within a time budget (``open_store`` turns the S3 client's own retries off, so an
+unreachable endpoint fails in seconds, not a minute). A put-if-absent whose outcome is
+unknown (the request may have landed before the error) is resolved on retry: if the
+key now holds exactly our bytes, the write was ours.
+
+A failure that is left is raised as a typed ``StorageError`` (``storage_error``: full,
+read-only, access denied, no credentials, no bucket, unavailable) whose one-line
+message says what to do; an absent key stays a ``FileNotFoundError``, the answer the
+layers above ask for.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import contextlib
 import os
 import random
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
@@ -37,81 +45,13 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 from .. import limits
 from ..errors import InvalidIdentifier, UnsafeBackend
+from .failures import absent, storage_error, unless_absent
+from .failures import is_transient as is_transient  # re-exported: callers classify errors here
 from .layout import kind_of
 
 T = TypeVar("T")
 _memory_lock = threading.Lock()
 _OBJECT_STORES = {"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss", "adl"}
-
-
-_TRANSIENT_CODES = frozenset(
-    {
-        "SlowDown",
-        "ServiceUnavailable",
-        "InternalError",
-        "RequestTimeout",
-        "Throttling",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "ConditionalRequestConflict",
-        "OperationAborted",
-        "ServerBusy",
-        "OperationTimedOut",
-    }
-)
-_TRANSIENT_TYPES = frozenset(
-    {
-        "ServerDisconnectedError",
-        "ClientConnectionError",
-        "ClientConnectorError",
-        "ClientOSError",
-        "ClientPayloadError",
-        "ServiceRequestError",
-        "ServiceResponseError",
-        "EndpointConnectionError",
-        "ConnectTimeoutError",
-        "ReadTimeoutError",
-        "ConnectionClosedError",
-        "IncompleteRead",
-        "ProtocolError",
-        "RemoteDisconnected",
-    }
-)
-_PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError, NotADirectoryError)
-
-
-def _status_transient(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and (value in (408, 429) or 500 <= value < 600)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """True for errors worth retrying: throttling, 5xx, 409 conflicts, resets and timeouts.
-
-    Looks through the chain of causes, since fsspec backends wrap the client's
-    error (botocore ClientError, gcsfs HttpError, azure HttpResponseError) in an OSError.
-    """
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, _PERMANENT):
-            return False
-        if isinstance(e, ConnectionError | TimeoutError | asyncio.TimeoutError):
-            return True
-        if type(e).__name__ in _TRANSIENT_TYPES:
-            return True
-        response = getattr(e, "response", None)
-        if isinstance(response, dict):  # botocore ClientError
-            error = response.get("Error") or {}
-            http = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-            if error.get("Code") in _TRANSIENT_CODES or _status_transient(http):
-                return True
-        if _status_transient(getattr(e, "code", None)) or _status_transient(getattr(e, "status_code", None)):
-            return True  # gcsfs HttpError.code, azure HttpResponseError.status_code
-        if getattr(e, "error_code", None) in _TRANSIENT_CODES:
-            return True
-        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
-    return False
 
 
 def _protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
@@ -131,11 +71,13 @@ class ObjectStore:
         retries: int = 6,
         backoff: float = 0.05,
         max_backoff: float = 2.0,
+        retry_budget: float = 10.0,
     ) -> None:
         self.fs = fs
         self.root = root.rstrip("/")
         self.single_writer = single_writer
         self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
+        self.retry_budget = retry_budget  # seconds: no retry starts later than this after the first attempt
         self.retried = 0  # transient failures retried so far (for tests and diagnostics)
         if isinstance(fs, LocalFileSystem):
             self.kind = "local"
@@ -163,19 +105,24 @@ class ObjectStore:
             raise InvalidIdentifier(f"object key {key!r} could leave the archive root")
         return f"{self.root}/{key}" if self.root else key
 
-    async def _retry(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run ``fn``, retrying transient failures with full-jitter exponential backoff."""
-        attempt = 0
+    async def _retry(self, fn: Callable[[], Awaitable[T]], key: str) -> T:
+        """Run ``fn`` (a request about ``key``), retrying transient failures with full-jitter exponential
+        backoff within ``retry_budget``; what fails in the end is raised typed (``storage_error``)."""
+        attempt, started = 0, time.monotonic()
         while True:
             try:
                 return await fn()
             except Exception as exc:
-                if attempt >= self.retries or not is_transient(exc):
-                    raise
-            delay = min(self.max_backoff, self.backoff * 2**attempt)
+                delay = random.uniform(0, min(self.max_backoff, self.backoff * 2**attempt))
+                late = time.monotonic() + delay - started > self.retry_budget
+                if attempt >= self.retries or late or not is_transient(exc):
+                    typed = storage_error(exc, self.root, key, attempt + 1)
+                    if typed is None:
+                        raise
+                    raise typed from exc
             attempt += 1
             self.retried += 1
-            await asyncio.sleep(random.uniform(0, delay))
+            await asyncio.sleep(delay)
 
     async def _blocking(self, fn: Callable[..., T], *args: Any) -> T:
         if self.kind == "memory":
@@ -187,7 +134,7 @@ class ObjectStore:
         """Bytes of ``key``; FileNotFoundError if absent; ``ObjectTooLarge`` if an archive object is
         bigger than any writer stores for its kind (``limits``), checked before reading it where the
         size is known first (local disk, memory) and before anyone decodes it elsewhere."""
-        return await self._retry(lambda: self._get(key))
+        return await self._retry(lambda: self._get(key), key)
 
     async def _get(self, key: str) -> bytes:
         path = self.path(key)
@@ -213,7 +160,7 @@ class ObjectStore:
 
     async def list_dir(self, prefix: str) -> list[str]:
         """Names directly under ``prefix`` (files and folders); [] if it does not exist."""
-        return await self._retry(lambda: self._list_dir(prefix))
+        return await self._retry(lambda: self._list_dir(prefix), prefix)
 
     async def _list_dir(self, prefix: str) -> list[str]:
         path = self.path(prefix)
@@ -229,7 +176,9 @@ class ObjectStore:
                     entries = await self.fs._ls(path, detail=False, refresh=True)
             else:
                 entries = await self._blocking(lambda: self.fs.ls(path, detail=False))
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if not absent(exc):
+                raise
             return []
         base = path.rstrip("/") + "/"
         names = []
@@ -244,7 +193,7 @@ class ObjectStore:
 
     async def find(self, prefix: str) -> dict[str, dict[str, Any]]:
         """Every object under ``prefix`` (recursive): key -> {size, mtime (UTC datetime or None)}."""
-        return await self._retry(lambda: self._find(prefix))
+        return await self._retry(lambda: self._find(prefix), prefix)
 
     async def _find(self, prefix: str) -> dict[str, dict[str, Any]]:
         path = self.path(prefix)
@@ -253,7 +202,9 @@ class ObjectStore:
                 found = await self.fs._find(path, detail=True)
             else:
                 found = await self._blocking(lambda: self.fs.find(path, detail=True))
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if not absent(exc):
+                raise
             return {}
         out: dict[str, dict[str, Any]] = {}
         root = self.root.lstrip("/") + "/"
@@ -266,7 +217,7 @@ class ObjectStore:
     # -- writes ----------------------------------------------------------------
     async def put(self, key: str, data: bytes) -> None:
         """Write (or replace) ``key`` atomically: readers see the old or the new bytes."""
-        await self._retry(lambda: self._put(key, data))
+        await self._retry(lambda: self._put(key, data), key)
 
     async def _put(self, key: str, data: bytes) -> None:
         path = self.path(key)
@@ -289,12 +240,14 @@ class ObjectStore:
                 return True
             return await self._get_or_none_once(key) == data
 
-        return await self._retry(attempt)
+        return await self._retry(attempt, key)
 
     async def _get_or_none_once(self, key: str) -> bytes | None:
         try:
             return await self._get(key)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if not absent(exc):
+                raise
             return None
 
     async def _create(self, key: str, data: bytes) -> bool:
@@ -319,6 +272,9 @@ class ObjectStore:
 
     async def copy(self, src: str, dst: str) -> None:
         """Copy ``src`` to ``dst`` on the server where the filesystem can (S3 CopyObject, GCS rewrite...)."""
+        await self._retry(lambda: self._copy(src, dst), dst)
+
+    async def _copy(self, src: str, dst: str) -> None:
         if self.kind == "object":
             await self.fs._cp_file(self.path(src), self.path(dst))
         elif self.kind == "local":
@@ -328,34 +284,47 @@ class ObjectStore:
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Delete keys; missing ones are ignored."""
-        await self._retry(lambda: self._delete(keys))
+        await self._retry(lambda: self._delete(keys), keys[0] if keys else "")
 
     async def _delete(self, keys: Sequence[str]) -> None:
         paths = [self.path(k) for k in keys]
         if not paths:
             return
         if self.kind == "object":
-            with contextlib.suppress(FileNotFoundError):
+            with unless_absent():
                 await self.fs._rm(paths)
             return
 
         def rm() -> None:
             for p in paths:
-                with contextlib.suppress(FileNotFoundError):
+                with unless_absent():
                     self.fs.rm_file(p)
 
         await self._blocking(rm)
 
     async def delete_prefix(self, prefix: str) -> None:
-        await self._retry(lambda: self._delete_prefix(prefix))
+        await self._retry(lambda: self._delete_prefix(prefix), prefix)
 
     async def _delete_prefix(self, prefix: str) -> None:
         path = self.path(prefix)
-        with contextlib.suppress(FileNotFoundError):
+        with unless_absent():
             if self.kind == "object":
                 await self.fs._rm(path, recursive=True)
             else:
                 await self._blocking(lambda: self.fs.rm(path, recursive=True))
+
+
+def open_store(url: str, storage_options: dict[str, Any] | None = None, *, single_writer: bool = False) -> ObjectStore:
+    """The store at ``url``. On S3, botocore's own retries are off unless ``storage_options`` sets them
+    (``config_kwargs["retries"]``): stacked on ours they made an unreachable endpoint take a minute to
+    fail; ``_retry`` alone retries, within its time budget."""
+    options = dict(storage_options or {})
+    if fsspec.core.split_protocol(url)[0] in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("retries", {"total_max_attempts": 1})  # botocore: attempts, the first included
+        options["config_kwargs"] = config
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    return ObjectStore(fs, root, single_writer=single_writer)
 
 
 def _mtime(info: dict[str, Any]) -> datetime | None:

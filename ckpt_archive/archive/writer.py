@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 import uuid
 from typing import Any
@@ -28,7 +29,17 @@ from .. import codec, limits
 from .._sync import run_async, run_sync
 from ..chain import snapshot_due
 from ..delta import diff_checkpoint
-from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId, StateTooLarge
+from ..errors import (
+    AccessDenied,
+    BucketNotFound,
+    CheckpointConflict,
+    CheckpointNotFound,
+    CommitOutcomeUnknown,
+    DuplicateCheckpointId,
+    ReadOnlyStorage,
+    StateTooLarge,
+    StorageFull,
+)
 from ..model import Checkpoint
 from . import crypto, layout
 from .content import Content, paged_snapshot, state_key
@@ -37,6 +48,9 @@ from .manifest import Manifest, Record, hint_due, seal, unseal
 from .objects import encode_segment, encode_snapshot
 from .parts import seal_parts
 from .state_reader import StateReader
+
+_REFUSED = (StorageFull, ReadOnlyStorage, AccessDenied, BucketNotFound)
+"""Storage errors that mean the request was refused, so a commit that raises one did not land."""
 
 
 class ArchiveWriter(StateReader):
@@ -58,7 +72,8 @@ class ArchiveWriter(StateReader):
         thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
         layout.thread_dir(thread_id)
         layout.id_key(cid)
-        digests = self.content_digests(content, thread_id, (raw_state, raw_messages))
+        # every field of the record is checked here, before anything is written (no orphans)
+        fields = self._record(checkpoint, self.content_digests(content, thread_id, (raw_state, raw_messages)))
         async with self._lock(thread_id):
             # The writer's cached view is its "known head": no read before the commit, whose
             # put-if-absent detects anyone who committed since.
@@ -69,6 +84,8 @@ class ArchiveWriter(StateReader):
             explicit = checkpoint.parent_id is not None or detached
             if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
                 seen, m = m.head, await self._manifest(thread_id)
+            if self._committed(m, checkpoint, fields):
+                return cid
             if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
                 raise CheckpointConflict(
                     f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
@@ -78,13 +95,13 @@ class ArchiveWriter(StateReader):
                 m = await self._manifest(thread_id)
             index_written = False
             while True:
-                if cid in m.records:
-                    raise DuplicateCheckpointId(f"checkpoint {cid!r} is already in thread {thread_id!r}")
+                if self._committed(m, checkpoint, fields):  # by this save's own earlier attempt, or a twin
+                    return cid
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if not detached and parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
                 actions, writes, content = await self._prepare(
-                    m, checkpoint, parent_id, content, digests, detached=detached
+                    m, checkpoint, parent_id, content, fields, detached=detached
                 )
                 try:
                     entry = m.commit_entry(actions)  # refused (StateTooLarge) before any payload is written
@@ -99,9 +116,18 @@ class ArchiveWriter(StateReader):
                 new = m.copy()
                 new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
                 hint = hint_due(new.seq, actions)
-                if await self._commit(new, stored, hint=hint):
+                try:
+                    landed = await self._commit(new, stored, hint=hint)
+                except CommitOutcomeUnknown:
+                    # the next save re-reads the log first (as after a long pause, keeping the known
+                    # head): a re-save of this checkpoint then finds it, before writing anything
+                    self._read_at[thread_id] = -math.inf
+                    raise
+                if landed:
                     break
                 m = await self._manifest(thread_id)
+                if cid in m.records:
+                    continue  # committed meanwhile: the loop's first check says by whom
                 if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
                     raise CheckpointConflict(
                         f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
@@ -114,13 +140,32 @@ class ArchiveWriter(StateReader):
             await self._publish(new, stored, compacted=compacted, hint=hint and not self._hint_with_commit)
         return cid
 
+    @staticmethod
+    def _committed(m: Manifest, ckpt: Checkpoint, base: Record) -> bool:
+        """Is ``ckpt`` committed in ``m`` already? A re-save (after ``CommitOutcomeUnknown``, say) of the
+        same checkpoint -- its record has the same content digests, step, time, metadata and fields, and
+        the same parent if one is named -- is; the same id with anything else is refused."""
+        rec = m.records.get(ckpt.checkpoint_id)
+        if rec is None:
+            return False
+        same = all(rec.get(k) == v for k, v in base.items())
+        if same and (ckpt.parent_id is None or rec.get("parent") == ckpt.parent_id):
+            return True
+        raise DuplicateCheckpointId(
+            f"checkpoint {ckpt.checkpoint_id!r} is already in thread {m.thread_id!r} with other content; "
+            "give the new checkpoint a new id"
+        )
+
     async def _commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
         """Create commit ``new.seq`` (put-if-absent of ``stored``). ``hint``: the head hint is due; in
         an archive with a version 2 marker it is put at the same time (one round trip, not two), else
         ``_publish`` puts it once the commit has landed. A hint whose commit loses the race names an
         entry that is not the one at its ``seq``: readers check ``entry_sha256`` and ignore it
-        (FORMAT.md section 7); the next hint replaces it."""
-        commit = self.store.put_if_absent(layout.log_key(new.thread_id, new.seq), stored)
+        (FORMAT.md section 7); the next hint replaces it.
+
+        A failure that may have come after the entry landed (a lost reply, retries used up) raises
+        ``CommitOutcomeUnknown``; only a refusal (full, read-only, denied, no bucket) is definite."""
+        commit = self._create_commit(new, stored)
         if not (hint and self._hint_with_commit):
             return await commit
         put_hint = asyncio.ensure_future(self._put_hint(new, stored))
@@ -129,31 +174,29 @@ class ArchiveWriter(StateReader):
         finally:
             await put_hint
 
+    async def _create_commit(self, new: Manifest, stored: bytes) -> bool:
+        try:
+            return await self.store.put_if_absent(layout.log_key(new.thread_id, new.seq), stored)
+        except _REFUSED:
+            raise
+        except OSError as exc:  # StorageError (typed by the store) or raw, from a wrapping store
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise CommitOutcomeUnknown(
+                f"commit {new.seq} of thread {new.thread_id!r} may or may not have landed ({reason}): "
+                "save the same checkpoint again to find out (a re-save is idempotent)"
+            ) from exc
+
     async def _put_hint(self, m: Manifest, stored: bytes) -> None:
         """Best effort: a hint that failed only costs readers a few more reads (they probe past it)."""
         with contextlib.suppress(Exception):  # not a crash or cancellation (BaseException)
             await self.store.put(layout.head_key(m.thread_id), m.hint(self._folded_seq.get(m.thread_id), stored))
 
-    async def _prepare(
-        self,
-        m: Manifest,
-        ckpt: Checkpoint,
-        parent_id: str | None,
-        content: Content,
-        digests: dict[str, Any],
-        *,
-        detached: bool = False,
-    ) -> tuple[list[dict[str, Any]], list[Any], Content]:
-        """Actions of the commit, payload writes to run before it, and the new content (``digests``:
-        its ``content_digests``). ``parent_id`` is recorded; unless ``detached`` it is also the base a
-        delta is taken against."""
-        state, messages = content
-        base = None if detached else parent_id
-        parent = m.records.get(base) if base else None
-        depth = None if parent is None else int(parent["depth"])
+    @staticmethod
+    def _record(ckpt: Checkpoint, digests: dict[str, Any]) -> Record:
+        """The fields of ``ckpt``'s record that do not depend on where it is committed (``digests``: its
+        ``content_digests``); refused (``InvalidState``) unless every one can be sealed."""
         record: Record = {
             "id": ckpt.checkpoint_id,
-            "parent": parent_id,
             "step": ckpt.step,
             "created_at": ckpt.created_at.isoformat(),
             "metadata": ckpt.metadata,
@@ -164,14 +207,35 @@ class ArchiveWriter(StateReader):
                 "child_ledger": ckpt.child_ledger,
             },
             "version": 1,
+            **digests,
         }
-        enc = self.encryption
-        record.update(digests)
         for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
             if getattr(ckpt, name) is not None:
                 record["fields"][name] = getattr(ckpt, name)
         if ckpt.protection is not None:
             record["fields"]["protection"] = ckpt.protection.model_dump()
+        codec.check_json(record, "checkpoint")  # e.g. a step beyond 64 bits, set by model_copy(update=...)
+        return record
+
+    async def _prepare(
+        self,
+        m: Manifest,
+        ckpt: Checkpoint,
+        parent_id: str | None,
+        content: Content,
+        fields: Record,
+        *,
+        detached: bool = False,
+    ) -> tuple[list[dict[str, Any]], list[Any], Content]:
+        """Actions of the commit, payload writes to run before it, and the new content (``fields``: the
+        checked ``_record`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
+        base a delta is taken against."""
+        state, messages = content
+        base = None if detached else parent_id
+        parent = m.records.get(base) if base else None
+        depth = None if parent is None else int(parent["depth"])
+        record: Record = {**fields, "fields": dict(fields["fields"]), "parent": parent_id}
+        enc = self.encryption
         writes: list[Any] = []
         actions: list[dict[str, Any]] = []
         ops = None

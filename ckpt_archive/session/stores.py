@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import codec
 from ..archive import layout
-from ..archive.store import ObjectStore
+from ..archive.store import ObjectStore, open_store
 from ..errors import DigestMismatch, SessionFlushConflict, TruncatedObject, UnsupportedFormatVersion
 from ..model import check_identifier
 
@@ -199,8 +198,7 @@ class ArchiveManagedStateStore:
     """
 
     def __init__(self, url: str, storage_options: dict[str, Any] | None = None, *, single_writer: bool = False):
-        fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
-        self.store = ObjectStore(fs, root, single_writer=single_writer)
+        self.store = open_store(url, storage_options, single_writer=single_writer)
         self.url = url
 
     @classmethod

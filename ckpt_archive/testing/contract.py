@@ -174,11 +174,21 @@ class CheckpointerContract:
         assert cp.threads() == [thread]
         assert [i.checkpoint_id for i in cp.list(thread)] == [c.checkpoint_id for c in saved]
 
-    def test_duplicate_id_refused(self, cp: Checkpointer) -> None:
+    def test_duplicate_id_refused_and_a_resave_is_idempotent(self, cp: Checkpointer) -> None:
         ckpt = ca.Checkpoint.new("d", {"a": 1})
         cp.save(ckpt)
-        with pytest.raises(ca.DuplicateCheckpointId):
-            cp.save(ckpt)
+        nxt = ca.Checkpoint.new("d", {"a": 2}, step=1)
+        cp.save(nxt)
+        # the same checkpoint again (a save retried after an unknown outcome): its id, nothing new
+        assert cp.save(ckpt) == ckpt.checkpoint_id and cp.save(nxt) == nxt.checkpoint_id
+        assert [i.checkpoint_id for i in cp.list("d")] == [ckpt.checkpoint_id, nxt.checkpoint_id]
+        for other in (ckpt.with_state({"a": 3}), ckpt.with_metadata("m", 1), ckpt.model_copy(update={"step": 5})):
+            with pytest.raises(ca.DuplicateCheckpointId):
+                cp.save(other)
+        with pytest.raises(ca.DuplicateCheckpointId):  # the same id in another thread
+            cp.save(ckpt.model_copy(update={"thread_id": "other"}))
+        assert [i.checkpoint_id for i in cp.list("d")] == [ckpt.checkpoint_id, nxt.checkpoint_id]
+        assert cp.load("d").state == nxt.state  # type: ignore[union-attr]
 
     def test_unknown_parent_refused(self, cp: Checkpointer) -> None:
         cp.save(ca.Checkpoint.new("u", {"a": 1}))

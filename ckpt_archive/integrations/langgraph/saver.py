@@ -33,7 +33,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
 from ...archive.batch import cached_head
-from ...errors import CheckpointConflict, CheckpointNotFound, InvalidIdentifier
+from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint, uuid7
 from . import writes as W
 from .encoding import (
@@ -90,6 +90,9 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         self._put_raw: dict[str, bytes] = {}  # base64 text -> bytes of the values last put (encode_channel)
         if keys := keys_of(allowed_types):  # the mechanism compile() uses for a graph's schema types
             self.serde = self.with_allowlist(keys).serde
+        self._unsure: dict[tuple[str, str], Checkpoint] = {}  # (archive thread, lg id) -> record whose commit
+        # raised CommitOutcomeUnknown: the same put again saves that record again, which the archive
+        # recognises (its own commit) instead of adding a second record for one LangGraph checkpoint
 
     @classmethod
     def from_url(
@@ -158,8 +161,18 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             state=state,
             metadata={**plain, LG_KEY: lg},
         )
+        unsure = self._unsure.pop((at, checkpoint["id"]), None)
+        if unsure is not None and unsure == record.model_copy(
+            update={"checkpoint_id": unsure.checkpoint_id, "created_at": unsure.created_at}
+        ):
+            record = unsure  # the same put, retried: the archive finds its commit, or makes it now
         try:
             await self.archive.asave(record)
+        except CommitOutcomeUnknown:
+            if len(self._unsure) >= 64:
+                self._unsure.pop(next(iter(self._unsure)))
+            self._unsure[(at, checkpoint["id"])] = record
+            raise
         except (CheckpointNotFound, CheckpointConflict):
             if (parent_cid is None and not appending) or attempt >= 8:
                 raise
