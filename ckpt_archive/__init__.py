@@ -15,6 +15,7 @@ from .chain import DeltaConfig
 from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
 from .delta import apply, diff
 from .errors import (
+    ArchiveMarkerMissing,
     ArchiveNotFound,
     BindingMismatch,
     BrokenChain,
@@ -41,6 +42,7 @@ from .errors import (
     TruncatedObject,
     UnprovableCheckpoint,
     UnsafeBackend,
+    UnsafeGcGrace,
     UnsupportedFormatVersion,
 )
 from .model import Checkpoint, CheckpointInfo, IntegrityStatus, Protection, binding_digest, content_digest
@@ -68,6 +70,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArchiveCheckpointer",
     "ArchiveManagedStateStore",
+    "ArchiveMarkerMissing",
     "ArchiveNotFound",
     "ArchiveSettings",
     "BindingMismatch",
@@ -125,6 +128,7 @@ __all__ = [
     "TypedSnapshot",
     "UnprovableCheckpoint",
     "UnsafeBackend",
+    "UnsafeGcGrace",
     "UnsupportedFormatVersion",
     "VerifyReport",
     "apply",

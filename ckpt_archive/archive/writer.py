@@ -35,6 +35,7 @@ from .content import Content, paged_snapshot, state_key
 from .manifest import Manifest, Record, hint_due, seal, unseal
 from .objects import encode_segment, encode_snapshot
 from .parts import seal_parts
+from .root import manifest_ttl
 from .state_reader import StateReader
 
 
@@ -59,10 +60,11 @@ class ArchiveWriter(StateReader):
             seen = self._hint_heads.pop(thread_id, None)
             cached = self._manifests.get(thread_id)
             m = cached if cached is not None else await self._rooted(self._manifest(thread_id))
-            await self._check_root()  # done by now, unless the manifest was cached by a path without it
+            await self._check_root(create=True)  # the first commit creates the archive, before any payload
             explicit = checkpoint.parent_id is not None
             if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
                 seen, m = m.head, await self._manifest(thread_id)
+            started = time.monotonic()  # the manifest is at most manifest_ttl old, and no payload written
             if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
                 raise CheckpointConflict(
                     f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
@@ -77,7 +79,8 @@ class ArchiveWriter(StateReader):
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, writes, content = await self._prepare(m, checkpoint, parent_id, content, digests)
+                actions, objects, content = await self._prepare(m, checkpoint, parent_id, content, digests)
+                writes = [self.store.put(key, data) for key, data in objects]
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
                     index_written = True
@@ -88,6 +91,8 @@ class ArchiveWriter(StateReader):
                 new.apply_entry(unseal(entry, "own commit"))
                 hint = hint_due(new.seq, actions)
                 if await self._commit(new, stored, hint=hint):
+                    if time.monotonic() - started > manifest_ttl(self.gc_grace).total_seconds() / 2:
+                        await self._confirm(thread_id, cid, objects)
                     break
                 m = await self._manifest(thread_id)
                 if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
@@ -101,6 +106,24 @@ class ArchiveWriter(StateReader):
             compacted = any(a["action"] == "compact" for a in actions)
             await self._publish(new, stored, compacted=compacted, hint=hint and not self._hint_with_commit)
         return cid
+
+    async def _confirm(self, thread_id: str, checkpoint_id: str, objects: list[tuple[str, bytes]]) -> None:
+        """After a slow save (over half a ``manifest_ttl``): make sure its committed checkpoint is whole.
+
+        gc keeps what a commit names only if the commit landed before gc read the manifest, or the
+        payloads are younger than its grace (at least ``gc_floor``): a save this slow may have had its
+        payloads collected as orphans, or committed into a log cut under its cached view. Re-read
+        afresh; a checkpoint that is not there was never visible (``CheckpointConflict``); otherwise
+        put its objects again (the same bytes under the same keys)."""
+        m = await self._manifest(thread_id, cache=False)
+        if checkpoint_id not in m.records:
+            raise CheckpointConflict(
+                f"checkpoint {checkpoint_id!r} of thread {thread_id!r} is not in the thread after a save that "
+                "took longer than gc's grace period allows; reload and save again"
+            )
+        await asyncio.gather(
+            *(self.store.put(key, data) for key, data in objects), self._write_index(thread_id, checkpoint_id)
+        )
 
     async def _commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
         """Create commit ``new.seq`` (put-if-absent of ``stored``). ``hint``: the head hint is due; in
@@ -124,9 +147,9 @@ class ArchiveWriter(StateReader):
 
     async def _prepare(
         self, m: Manifest, ckpt: Checkpoint, parent_id: str | None, content: Content, digests: dict[str, Any]
-    ) -> tuple[list[dict[str, Any]], list[Any], Content]:
-        """Actions of the commit, payload writes to run before it, and the new content (``digests``:
-        its ``content_digests``)."""
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]], Content]:
+        """Actions of the commit, payload objects (key, bytes) to write before it, and the new content
+        (``digests``: its ``content_digests``)."""
         state, messages = content
         parent = m.records.get(parent_id) if parent_id else None
         depth = None if parent is None else int(parent["depth"])
@@ -151,7 +174,7 @@ class ArchiveWriter(StateReader):
                 record["fields"][name] = getattr(ckpt, name)
         if ckpt.protection is not None:
             record["fields"]["protection"] = ckpt.protection.model_dump()
-        writes: list[Any] = []
+        objects: list[tuple[str, bytes]] = []
         actions: list[dict[str, Any]] = []
         if parent_id is None or snapshot_due(ckpt.step, depth, self.full_snapshot_interval):
             key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
@@ -162,8 +185,8 @@ class ArchiveWriter(StateReader):
             else:
                 known = self._known_pages(m, parent_id)
                 data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
-            writes.append(self.store.put(key, data))
-            writes.extend(self.store.put(k, d) for k, d in new_pages)
+            objects.append((key, data))
+            objects.extend(new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
             if page_refs:
                 ref["pages"] = page_refs
@@ -171,7 +194,7 @@ class ArchiveWriter(StateReader):
             compact = self._compact_action(m)
             if compact is not None:
                 action, segment_key, segment = compact
-                writes.append(self.store.put(segment_key, segment))
+                objects.append((segment_key, segment))
                 actions.append(action)
             actions.insert(0, {"action": "add", "record": record})
         else:
@@ -186,7 +209,7 @@ class ArchiveWriter(StateReader):
             else:
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
-        return actions, writes, (state, messages)
+        return actions, objects, (state, messages)
 
     def content_digests(
         self, content: Content, thread_id: str, raws: tuple[bytes, bytes] | None = None
