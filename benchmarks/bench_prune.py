@@ -155,7 +155,7 @@ def main() -> None:
 
         server.reset_counts()
         t = time.perf_counter()
-        gc = ca.open_archive(url, storage_options=opts).gc(grace=timedelta(0))
+        gc = ca.open_archive(url, storage_options=opts).gc(grace=timedelta(0), unsafe_no_writers=True)
         lines.append(
             row(
                 "gc (grace 0)",

@@ -122,7 +122,7 @@ class Native(Store):
         self.archive.prune_all(RetentionPolicy.keep_last(keep))  # type: ignore[attr-defined]
 
     def gc(self) -> None:
-        self.archive.gc(grace=timedelta(0))  # type: ignore[attr-defined]
+        self.archive.gc(grace=timedelta(0), unsafe_no_writers=True)  # type: ignore[attr-defined]
 
     def nbytes(self) -> int:
         fs, root = fsspec.core.url_to_fs(self.url, **self.opts)
@@ -307,7 +307,7 @@ class Archive(LangGraphStore):
         self.saver.archive.prune_all(RetentionPolicy.keep_last(keep))
 
     def gc(self) -> None:
-        self.saver.archive.gc(grace=timedelta(0))
+        self.saver.archive.gc(grace=timedelta(0), unsafe_no_writers=True)
 
     def nbytes(self) -> int:
         fs, root = fsspec.core.url_to_fs(self.url, **self.opts)

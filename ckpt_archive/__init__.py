@@ -16,6 +16,7 @@ from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
 from .delta import apply, diff
 from .errors import (
     AccessDenied,
+    ArchiveMarkerMissing,
     ArchiveNotFound,
     BindingMismatch,
     BrokenChain,
@@ -52,6 +53,7 @@ from .errors import (
     TruncatedObject,
     UnprovableCheckpoint,
     UnsafeBackend,
+    UnsafeGcGrace,
     UnsupportedFormatVersion,
 )
 from .model import Checkpoint, CheckpointInfo, IntegrityStatus, Protection, binding_digest, content_digest
@@ -80,6 +82,7 @@ __all__ = [
     "AccessDenied",
     "ArchiveCheckpointer",
     "ArchiveManagedStateStore",
+    "ArchiveMarkerMissing",
     "ArchiveNotFound",
     "ArchiveSettings",
     "BindingMismatch",
@@ -147,6 +150,7 @@ __all__ = [
     "TypedSnapshot",
     "UnprovableCheckpoint",
     "UnsafeBackend",
+    "UnsafeGcGrace",
     "UnsupportedFormatVersion",
     "VerifyReport",
     "apply",

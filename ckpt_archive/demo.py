@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     archive = open_archive(path)
     written = disk_usage(path)
     # Superseded commit entries and folded manifests; a service keeps the default 1 h grace period.
-    archive.gc(grace=timedelta(0))
+    archive.gc(grace=timedelta(0), unsafe_no_writers=True)
     stored = disk_usage(path)
 
     table = Table(title=f"Threads in {path}")

@@ -48,6 +48,22 @@ class ArchiveNotFound(CheckpointNotFound):
     """A reader was pointed at a location that holds no archive (no ``_archive.json`` marker)."""
 
 
+class ArchiveMarkerMissing(ArchiveNotFound):
+    """A location holds threads but its ``_archive.json`` marker is gone.
+
+    A new marker would carry a new archive id, and every encrypted checkpoint is bound to the old
+    one, so nothing creates it again: the marker must be restored from a copy.
+    """
+
+
+class UnsafeGcGrace(CheckpointError, ValueError):
+    """``gc`` was asked for a grace period shorter than running writers and readers rely on.
+
+    Writers trust a cached manifest for half the archive's ``gc_grace`` (at least 1 s) and commit
+    payloads they wrote moments before; a shorter grace deletes what such a commit names.
+    """
+
+
 class DuplicateCheckpointId(CheckpointError, ValueError):
     """The checkpoint id is already committed (in this or another thread)."""
 

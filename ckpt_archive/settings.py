@@ -11,6 +11,8 @@ A bad value raises ``ConfigError`` naming the field and where it came from
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import tomllib
@@ -21,7 +23,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from .archive import ArchiveCheckpointer, open_archive
+from .archive import ArchiveCheckpointer, Encryption, open_archive
 from .errors import CheckpointError
 
 ENV_PREFIX = "CKPT_ARCHIVE_"
@@ -120,14 +122,48 @@ class ArchiveSettings(BaseSettings):
         assert isinstance(settings, cls)
         return settings
 
-    def open(self) -> ArchiveCheckpointer:
-        """The archive these settings describe."""
+    def open(self, *, create: bool = False) -> ArchiveCheckpointer:
+        """The archive these settings describe (``create``: as in ``open_archive``)."""
         return open_archive(
             self.url,
             storage_options=self.storage_options or None,
             full_snapshot_interval=self.full_snapshot_interval,
             single_writer=self.single_writer,
+            gc_grace=self.gc_grace,
+            encryption=self.encryption(),
+            create=create,
         )
+
+    def encryption(self) -> Encryption | None:
+        """The key ``encryption_key`` refers to, or None without one.
+
+        ``env:NAME``: the variable NAME holds the key (base64 of 32 bytes), under key id ``NAME``;
+        ``file:PATH``: the file holds it (base64, or the 32 bytes), under the file's name as key id.
+        The key id is stored in every record, so keep the name when the key rotates under it. ``kms:``
+        and ``vault:`` keys need their client in code: ``open_archive(url, encryption=Encryption(...))``.
+        """
+        ref = self.encryption_key
+        if ref is None:
+            return None
+        scheme, _, where = ref.partition(":")
+        if scheme == "env":
+            if where not in os.environ:
+                raise ConfigError(f"field 'encryption_key': environment variable {where} (the key) is not set")
+            raw, key_id = os.environ[where].encode(), where
+        elif scheme == "file":
+            try:
+                raw, key_id = Path(where).read_bytes(), Path(where).name
+            except OSError as exc:
+                raise ConfigError(f"field 'encryption_key': key file {where!r} cannot be read: {exc}") from None
+        else:
+            raise ConfigError(
+                f"field 'encryption_key': {scheme}: keys are not fetched from settings; open the archive with "
+                "open_archive(url, encryption=Encryption(provider, key_id)) and a provider for them"
+            )
+        key = raw if len(raw) == 32 else _b64(raw.strip())
+        if key is None or len(key) != 32 or not key_id:
+            raise ConfigError(f"field 'encryption_key': {ref!r} must hold 32 bytes (AES-256), base64-encoded")
+        return Encryption({key_id: key}, key_id)
 
 
 class _TomlSource(PydanticBaseSettingsSource):
@@ -151,6 +187,13 @@ class _TomlSource(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         return dict(self.data)
+
+
+def _b64(text: bytes) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _explain(exc: ValidationError, toml: Path | None) -> str:

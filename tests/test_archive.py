@@ -294,7 +294,7 @@ def test_gc_keeps_commit_one_so_a_lost_hint_after_gc_is_still_recovered(tmp_path
     archive = ca.open_archive(url, full_snapshot_interval=4)
     messages: list[Any] = []
     saved = grow(archive, "t", range(13), messages)
-    archive.gc(grace=timedelta(0))
+    archive.gc(grace=timedelta(0), unsafe_no_writers=True)
     fs = fsspec.filesystem("file")
     logs = sorted(p.rsplit("/", 1)[1] for p in fs.glob(f"{url}/thread_id=t/_log/*.json"))
     assert logs[0] == "00000000000000000001.json" and "00000000000000000002.json" not in logs, logs
@@ -320,7 +320,8 @@ def test_first_save_of_a_thread_lists_nothing(s3_server: S3Server, s3_url: str) 
     archive = ca.open_archive(s3_url, storage_options=opts)
     s3_server.reset_counts()
     archive.save(ca.Checkpoint.new("first", {"a": 1}))  # also creates the archive marker
-    assert s3_server.requests["LIST"] == 0 and s3_server.total() <= 8, s3_server.log
+    # one LIST, of the root, to refuse creating an archive among other files (never in a known archive)
+    assert s3_server.requests["LIST"] == 1 and s3_server.total() <= 9, s3_server.log
     s3_server.reset_counts()
     trips = RoundTrips(archive.store.fs, latency=0.1)
     archive.save(ca.Checkpoint.new("second", {"a": 1}))  # a new thread of a known archive

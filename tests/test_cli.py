@@ -282,7 +282,7 @@ def test_prune_dry_run_apply_and_gc(tmp_path: Path) -> None:
     after = ca.open_archive(url)
     assert [i.checkpoint_id for i in after.list("support/bob")] == before["support/bob"][-3:]
     assert run_json("verify", "--url", url)["ok"] is True
-    gc = run_json("gc", "--grace", "0s", "--url", url)
+    gc = run_json("gc", "--grace", "0s", "--unsafe-no-writers", "--url", url)
     assert gc["objects_deleted"] > 0 and gc["errors"] == []
     assert run_json("verify", "--url", url)["verified"] == 55 - 10
     text = run("prune", "--all", "--keep-last", "1", "--url", url).stdout

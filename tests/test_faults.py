@@ -149,7 +149,7 @@ def run_maintenance_with_fault(url: str, opts: dict[str, Any], op: str, mode: st
         if op == "prune":
             cp.prune("t", keep)
         else:
-            cp.gc(grace=zero)
+            cp.gc(grace=zero, unsafe_no_writers=True)
     except (Crash, OSError, ca.CheckpointError) as exc:
         assert plan.hit, exc
     if not plan.hit:
@@ -161,7 +161,7 @@ def run_maintenance_with_fault(url: str, opts: dict[str, Any], op: str, mode: st
     by_id = {c.checkpoint_id: c for c in saved}
     for cid in ids:
         assert after.load_by_id(cid).state == by_id[cid].state  # type: ignore[union-attr]
-    after.gc(grace=zero)
+    after.gc(grace=zero, unsafe_no_writers=True)
     report = after.verify()
     assert report.ok, (op, mode, k, plan.calls, str(report))
     after.save(ca.Checkpoint.new("t", {"after": k}, step=20))

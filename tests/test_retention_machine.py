@@ -159,7 +159,7 @@ class RetentionMachine(RuleBasedStateMachine):
 
     @rule()
     def gc(self) -> None:
-        self.archive.gc(grace=timedelta(0))
+        self.archive.gc(grace=timedelta(0), unsafe_no_writers=True)
         self._check_all()
 
     @invariant()

@@ -29,8 +29,13 @@ def open_archive(
     single_writer: bool = False,
     gc_grace: timedelta = DEFAULT_GC_GRACE,
     encryption: Encryption | None = None,
+    create: bool = False,
 ) -> ArchiveCheckpointer:
-    """Open (or create) an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://.
+    """Open an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://.
+
+    Opening writes nothing, and neither does reading: the first save creates the archive (its
+    ``_archive.json`` marker) in an empty location. ``create=True`` lets it start one in a location
+    that already holds other files; without it, such a location is ``ArchiveNotFound``.
 
     ``gc_grace``: how long objects stay after a prune removed them (readers holding an
     older manifest keep working), and how old leftovers must be before ``gc`` deletes them.
@@ -42,4 +47,5 @@ def open_archive(
         url=url,
         gc_grace=gc_grace,
         encryption=encryption,
+        create=create,
     )

@@ -11,13 +11,22 @@
   the newest folded manifest, older folded manifests and sealed parts no
   current fold names (again only when older than the grace period, see
   docs/FORMAT.md for why that is safe);
-* ``.tmp-*`` files of interrupted local writes, ``_ids/`` entries of
-  checkpoints no manifest has, and S3 multipart uploads started before the
-  grace period.
+* temporary files of interrupted local writes in the archive's own folders,
+  ``_ids/`` entries of checkpoints no manifest has, and S3 multipart uploads of
+  the archive's keys started before the grace period.
 
 Anything gc cannot account for (an unreadable manifest, an unknown file) is
-left alone and reported; gc never deletes an object a current manifest
-references.
+left alone and reported; gc never deletes a file outside the archive's layout.
+
+Why a commit never loses its objects: the listing comes first, every manifest is
+read afresh after it, and only listed objects older than the cutoff (taken before
+the listing) that no record of that manifest references are deleted. A commit
+that landed before the manifest was read keeps its objects; one that lands after
+it belongs to a save that wrote its payloads before the cutoff, so it has taken
+longer than the grace period, and such a save checks its objects after committing
+(``ArchiveWriter._confirm``). The grace period must therefore be at least
+``gc_floor`` while anyone may be writing (``UnsafeGcGrace`` otherwise); a shorter
+one, down to 0, is for an archive nobody writes to (``unsafe_no_writers=True``).
 """
 
 from __future__ import annotations
@@ -27,16 +36,27 @@ import posixpath
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, UnsafeGcGrace
 from ..retention import GcReport
 from . import layout
 from .maintenance import Plan, commit_maintenance
 from .manifest import Manifest
+from .root import gc_floor
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
 
 _FOLDED = ".manifest.json.zst"
+
+
+_PAYLOADS = ("snapshots", "deltas", "pages")
+
+
+def _folder(rel: str) -> str | None:
+    """The thread folder (``_log``, ``snapshots``...) a key relative to the thread's folder lies directly
+    in, or None: anything deeper or elsewhere is not the archive's, and gc leaves it alone."""
+    folder, sep, name = rel.partition("/")
+    return folder if sep and name and "/" not in name and folder in layout.THREAD_FOLDERS else None
 
 
 def _old(info: dict[str, Any], cutoff: datetime) -> bool:
@@ -55,7 +75,8 @@ def _superseded(names: dict[str, dict[str, Any]], keep_from: int) -> list[str]:
         if not base[:20].isdigit():
             continue
         seq = int(base[:20])
-        if (base.endswith(_FOLDED) and seq < keep_from) or (base == f"{seq:020d}.json" and 1 < seq <= keep_from):
+        folded, entry = base == f"{seq:020d}{_FOLDED}", base == f"{seq:020d}.json"
+        if (folded and seq < keep_from) or (entry and 1 < seq <= keep_from):
             out.append(key)
     return out
 
@@ -73,7 +94,7 @@ async def _thread_gc(
 ) -> list[str]:
     """Collect one thread; returns the keys to delete (and updates the report). ``objects``: everything
     listed; ``mine``: those under the thread's folder."""
-    m = await cp._manifest(thread_id)
+    m = await cp._manifest(thread_id, cache=False)  # afresh, after the listing (see the module doc)
     refs = m.referenced_keys()
     live_ids.update(layout.id_key(cid) for cid in m.records)
     doomed: list[str] = []
@@ -97,7 +118,7 @@ async def _thread_gc(
             if key.startswith("_ids/"):
                 protected_ids.add(key)
     prefix = layout.thread_dir(thread_id) + "/"
-    logs = {k: v for k, v in mine.items() if k[len(prefix) :].startswith("_log/")}
+    logs = {k: v for k, v in mine.items() if _folder(k[len(prefix) :]) == "_log"}
     folded = [int(posixpath.basename(k)[:20]) for k in logs if k.endswith(_FOLDED)]
     hint = await cp._read_hint(thread_id)
     in_use = [s for s in folded if s <= m.seq]
@@ -116,14 +137,14 @@ async def _thread_gc(
             if data is not None:
                 parts.update(p["key"] for p in Manifest.part_refs(data, f"folded manifest {key!r}"))
     for key, info in mine.items():
-        rel, base = key[len(prefix) :], posixpath.basename(key)
+        rel = key[len(prefix) :]
         if key in refs or key in m.tombstones or key in parts or not _old(info, cutoff):
             continue
-        if base.startswith(".tmp-"):
+        if layout.own_temp(key):
             report.temp_files += 1
-        elif rel.startswith("_parts/"):  # sealed parts of a superseded fold
+        elif _folder(rel) == "_parts":  # sealed parts of a superseded fold
             report.manifests += 1
-        elif rel.startswith(("snapshots/", "deltas/", "pages/")):
+        elif _folder(rel) in _PAYLOADS:
             report.orphans += 1
         else:
             continue
@@ -132,12 +153,17 @@ async def _thread_gc(
     return doomed
 
 
+def _id_entry(key: str) -> bool:
+    folder, _, name = key.partition("/")
+    return folder == layout.IDS and name.endswith(".json") and "/" not in name
+
+
 async def _purge(cp: ArchiveCheckpointer, thread_id: str, keys: set[str]) -> None:
     async def plan(m: Manifest) -> Plan[None]:
         gone = sorted(k for k in keys if k in m.tombstones)
         return ([{"action": "purge", "keys": gone}] if gone else []), [], None
 
-    await commit_maintenance(cp, thread_id, plan, fold_first=False)
+    await commit_maintenance(cp, thread_id, plan, fold_first=False, cache=False)
 
 
 async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: GcReport) -> None:
@@ -149,7 +175,10 @@ async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: Gc
     while True:
         page = await fs._call_s3("list_multipart_uploads", **kwargs)
         for upload in page.get("Uploads", []):
-            initiated = upload.get("Initiated")
+            initiated, key = upload.get("Initiated"), str(upload.get("Key", ""))
+            rel = key[len(kwargs["Prefix"]) :] if key.startswith(kwargs["Prefix"]) else ""
+            if not rel or not layout.root_name(rel.split("/", 1)[0]):
+                continue  # not one of the archive's objects
             if isinstance(initiated, datetime) and initiated.astimezone(UTC) <= cutoff:
                 await fs._call_s3(
                     "abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]
@@ -160,13 +189,26 @@ async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: Gc
         kwargs.update(KeyMarker=page.get("NextKeyMarker"), UploadIdMarker=page.get("NextUploadIdMarker"))
 
 
-async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcReport:
-    """Delete what no manifest needs and the grace period no longer protects; see the module doc."""
-    grace = cp.gc_grace if grace is None else grace
+def check_grace(cp: ArchiveCheckpointer, grace: timedelta | None, unsafe_no_writers: bool) -> timedelta:
+    """The grace gc uses: ``grace``, by default the archive's ``gc_grace`` but never below ``gc_floor``;
+    one below the floor only with ``unsafe_no_writers`` (like Delta Lake's VACUUM retention check)."""
+    floor = gc_floor(cp.gc_grace)
+    if grace is None:
+        return max(cp.gc_grace, floor)
     if grace < timedelta(0):
         raise ValueError("grace must not be negative")
-    # a private reader: gc reads every manifest afresh and must not move this instance's known heads
-    cp = type(cp)(cp.store, full_snapshot_interval=cp.full_snapshot_interval, url=cp.url, gc_grace=cp.gc_grace)
+    if grace < floor and not unsafe_no_writers:
+        raise UnsafeGcGrace(
+            f"gc grace {grace.total_seconds():g} s is below {floor.total_seconds():g} s, the least that keeps "
+            f"running saves and reads of this archive (gc_grace {cp.gc_grace.total_seconds():g} s) whole: pass "
+            "a longer grace, or unsafe_no_writers=True if no process is writing to or reading the archive"
+        )
+    return grace
+
+
+async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
+    """Delete what no manifest needs and the grace period no longer protects; see the module doc."""
+    grace = check_grace(cp, grace, unsafe_no_writers)
     await cp._check_root()
     cutoff = datetime.now(UTC) - grace
     report = GcReport()
@@ -204,9 +246,9 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcRe
     for key, info in objects.items():
         if key.startswith(layout.THREAD_PREFIX) or not _old(info, cutoff):
             continue
-        if posixpath.basename(key).startswith(".tmp-"):
+        if layout.own_temp(key):
             report.temp_files += 1
-        elif key.startswith("_ids/") and ids_safe and key not in live_ids and key not in protected_ids:
+        elif _id_entry(key) and ids_safe and key not in live_ids and key not in protected_ids:
             if key in already:
                 continue
             report.id_entries += 1

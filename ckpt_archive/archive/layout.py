@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from urllib.parse import quote, unquote
 
 from ..model import check_identifier
@@ -30,6 +31,42 @@ from ..model import check_identifier
 MAX_SEGMENT = 180
 ARCHIVE_MARKER = "_archive.json"
 THREAD_PREFIX = "thread_id="
+IDS = "_ids"
+SESSION_PREFIX = "session_id="
+THREAD_FOLDERS = frozenset({"_log", "_parts", "snapshots", "deltas", "pages"})
+"""The folders inside a thread's folder; nothing else in it is the archive's."""
+_TEMP = re.compile(r"\.tmp-[0-9a-f]{32}")
+"""A temporary file of a local write (``store._write_local``: ``.tmp-`` + uuid4 hex)."""
+
+
+def holds_threads(name: str) -> bool:
+    """Is ``name`` (directly under the root) where checkpoints live: a thread folder or the id index?"""
+    return name == IDS or name.startswith(THREAD_PREFIX)
+
+
+def root_name(name: str) -> bool:
+    """Could ``name`` (directly under the root) be the archive's own: marker, id index, thread or
+    session folder, or a temporary file of writing the marker?"""
+    ours = name == ARCHIVE_MARKER or holds_threads(name) or name.startswith(SESSION_PREFIX)
+    return ours or bool(_TEMP.fullmatch(name))
+
+
+def own_temp(key: str) -> bool:
+    """Is ``key`` a temporary file of an interrupted local write in one of the archive's own folders?
+
+    gc removes only these: a user's ``.tmp-*`` file elsewhere under the root is not the archive's.
+    """
+    *folders, name = key.split("/")
+    if not _TEMP.fullmatch(name):
+        return False
+    if len(folders) <= 1:
+        return not folders or folders[0] == IDS or folders[0].startswith(THREAD_PREFIX)
+    if len(folders) == 2:
+        top, sub = folders
+        return (top.startswith(THREAD_PREFIX) and sub in THREAD_FOLDERS) or (
+            top.startswith(SESSION_PREFIX) and sub == "events"
+        )
+    return False
 
 
 def encode_id(value: str, what: str = "id") -> str:

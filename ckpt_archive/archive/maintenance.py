@@ -41,7 +41,13 @@ Planner = Callable[[Manifest], Awaitable[Plan[T]]]
 
 
 async def commit_maintenance(
-    cp: ArchiveCheckpointer, thread_id: str, plan: Planner[T], *, dry_run: bool = False, fold_first: bool = True
+    cp: ArchiveCheckpointer,
+    thread_id: str,
+    plan: Planner[T],
+    *,
+    dry_run: bool = False,
+    fold_first: bool = True,
+    cache: bool = True,
 ) -> T:
     """Plan against the current manifest, write payloads, commit; on a lost race re-read and re-plan.
 
@@ -49,12 +55,14 @@ async def commit_maintenance(
     tight loop cannot win every race for as long as the attempts last. ``fold_first``: the new fold is
     written before the hint that names it, so the log before it is collectable at once (gc's own
     purge commit passes False: it would otherwise leave the fold it supersedes for the next run).
+    ``cache=False`` (gc): the manifest is read afresh and this instance's view of the thread is left as
+    it was, so its next save still detects the commits of other writers.
     """
     for attempt in range(MAX_ATTEMPTS):
         if attempt:
             await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
         async with cp._lock(thread_id):
-            m = await cp._manifest(thread_id)
+            m = await cp._manifest(thread_id, cache=cache)
             actions, writes, result = await plan(m)
             if dry_run or not actions:
                 discard(writes)
@@ -69,8 +77,9 @@ async def commit_maintenance(
             if await cp.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), stored):
                 new = m.copy()
                 new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
-                cp._manifests[thread_id] = new
-                cp._read_at[thread_id] = time.monotonic()
+                if cache:
+                    cp._manifests[thread_id] = new
+                    cp._read_at[thread_id] = time.monotonic()
                 await cp._publish(new, stored, compacted=True, fold_first=fold_first)
                 return result
     raise CheckpointConflict(f"thread {thread_id!r} kept changing during maintenance; try again later")

@@ -71,12 +71,16 @@ class MaintenanceMixin:
     async def aremove(self, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False) -> PruneReport:
         return await run_async(_m.remove(self._cp, thread_id, list(checkpoint_ids), dry_run=dry_run))
 
-    def gc(self, *, grace: timedelta | None = None) -> GcReport:
-        """Delete tombstoned, orphaned and superseded objects older than ``grace`` (default: gc_grace)."""
-        return run_sync(_gc.gc(self._cp, grace=grace))
+    def gc(self, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
+        """Delete tombstoned, orphaned and superseded objects older than ``grace`` (default: gc_grace).
 
-    async def agc(self, *, grace: timedelta | None = None) -> GcReport:
-        return await run_async(_gc.gc(self._cp, grace=grace))
+        A grace below ``gc_floor(gc_grace)`` (2 s for a gc_grace of 0, gc_grace itself from 2 s on) would
+        delete what a running save is about to commit: it raises ``UnsafeGcGrace`` unless
+        ``unsafe_no_writers=True`` says that no process is writing to or reading the archive."""
+        return run_sync(_gc.gc(self._cp, grace=grace, unsafe_no_writers=unsafe_no_writers))
+
+    async def agc(self, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
+        return await run_async(_gc.gc(self._cp, grace=grace, unsafe_no_writers=unsafe_no_writers))
 
     def pin(self, checkpoint_id: str) -> bool:
         """Mark a checkpoint pinned (``keep_pinned()`` keeps it); True if it was not pinned before."""

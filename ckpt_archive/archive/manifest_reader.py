@@ -15,7 +15,7 @@ from ..errors import CorruptManifest, MissingObject, ObjectTooLarge, Unsupported
 from . import layout
 from .manifest import HINT_LAG, Manifest, unseal
 from .parts import read_folded
-from .root import ArchiveRoot
+from .root import ArchiveRoot, manifest_ttl
 from .schema import check_hint
 
 
@@ -49,36 +49,40 @@ class ManifestReader(ArchiveRoot):
             return None  # only a hint: fall back to the log itself (verify reports it)
 
     async def _manifest(
-        self, thread_id: str, *, hint: dict[str, Any] | None = None, hint_read: bool = False
+        self, thread_id: str, *, hint: dict[str, Any] | None = None, hint_read: bool = False, cache: bool = True
     ) -> Manifest:
         """The thread's manifest, up to date with every commit made so far.
 
         ``hint``: the head hint the caller has just read; ``hint_read``: it read it, even if there was
-        none (so it is not read twice)."""
-        self._hint_heads.pop(thread_id, None)  # the caller now sees the newest head
-        cached = self._manifests.get(thread_id)
+        none (so it is not read twice). ``cache=False``: read it afresh and leave this instance's view of
+        the thread as it was (gc, which reads every thread, and a save's check of its own commit)."""
+        if cache:
+            self._hint_heads.pop(thread_id, None)  # the caller now sees the newest head
+        cached = self._manifests.get(thread_id) if cache else None
         if cached is not None and not self._fresh(thread_id):
             cached = None  # too old to trust: gc may have removed log entries after it
         if cached is not None:
             m = await self._fold_forward(cached)
         elif hint is not None:
-            m = await self._rebuild(thread_id, hint)
+            m = await self._rebuild(thread_id, hint, cache=cache)
         else:
             # Commit 1 is never collected (FORMAT.md §6), so no hint and no commit 1 means a thread
             # nobody has committed to: no LIST of the log for the first save of every thread.
             read_hint = self._no_hint() if hint_read else self._read_hint(thread_id)
             hint, first = await asyncio.gather(read_hint, self.store.get_or_none(layout.log_key(thread_id, 1)))
-            m = Manifest(thread_id) if hint is None and first is None else await self._rebuild(thread_id, hint)
+            empty = hint is None and first is None
+            m = Manifest(thread_id) if empty else await self._rebuild(thread_id, hint, cache=cache)
+        if not cache:
+            return m
         self._manifests[thread_id] = m
         self._read_at[thread_id] = time.monotonic()
         return m
 
     def _fresh(self, thread_id: str) -> bool:
         """Was the cached manifest read (or written) within half the gc grace period?"""
-        ttl = max(self.gc_grace.total_seconds() / 2, 1.0)
-        return time.monotonic() - self._read_at.get(thread_id, 0.0) <= ttl
+        return time.monotonic() - self._read_at.get(thread_id, 0.0) <= manifest_ttl(self.gc_grace).total_seconds()
 
-    async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None) -> Manifest:
+    async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None, *, cache: bool = True) -> Manifest:
         if hint is not None:
             base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
         else:  # no usable hint: one LIST of the log (recovery path only)
@@ -100,14 +104,14 @@ class ManifestReader(ArchiveRoot):
         if base_seq:
             data = datas.pop(0)
             if data is None:  # folded manifest gone (gc): start over from the listing
-                return await self._rebuild(thread_id, None) if hint is not None else Manifest(thread_id)
+                return await self._rebuild(thread_id, None, cache=cache) if hint is not None else Manifest(thread_id)
             key = layout.manifest_key(thread_id, base_seq)
             try:
                 m = await read_folded(self.store, thread_id, data, f"manifest {base_seq}", key=key, seq=base_seq)
             except MissingObject:  # a part of an older fold already collected: use the newest fold
                 if hint is None:
                     raise
-                return await self._rebuild(thread_id, None)
+                return await self._rebuild(thread_id, None, cache=cache)
             except CorruptManifest as exc:
                 m, base_seq = await self._replay_to(thread_id, base_seq, exc)
         else:
@@ -116,10 +120,11 @@ class ManifestReader(ArchiveRoot):
             key = layout.log_key(thread_id, seq)
             if data is None:
                 if hint is not None:
-                    return await self._rebuild(thread_id, None)
+                    return await self._rebuild(thread_id, None, cache=cache)
                 raise MissingObject("commit entry is missing from the log", thread_id=thread_id, key=key)
             m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry"))
-        self._folded_seq[thread_id] = base_seq
+        if cache:
+            self._folded_seq[thread_id] = base_seq
         for seq, data in zip(ahead, probes, strict=True):
             if data is None:
                 return m

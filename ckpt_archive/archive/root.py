@@ -7,12 +7,14 @@ The layers above it (``manifest_reader`` -> ``state_reader`` -> ``writer`` ->
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypeVar
 
 from .. import codec
+from ..errors import ArchiveMarkerMissing, ArchiveNotFound
 from ..protocol import AsyncCoreCheckpointer
 from . import layout
 from .content import Content
@@ -23,6 +25,24 @@ from .store import ObjectStore
 T = TypeVar("T")
 
 DEFAULT_GC_GRACE = timedelta(hours=1)
+
+
+def manifest_ttl(gc_grace: timedelta) -> timedelta:
+    """How long a reader or writer acts on a cached manifest before reading it again: half the
+    grace period, so gc (which only removes what is older than the grace period) never cuts the log
+    or removes a tombstoned object under a manifest still in use; at least 1 s, so a grace of 0 does
+    not make every save re-read the thread."""
+    return max(gc_grace / 2, timedelta(seconds=1))
+
+
+def gc_floor(gc_grace: timedelta) -> timedelta:
+    """The shortest grace ``gc`` accepts while writers may be running (``UnsafeGcGrace`` below it).
+
+    One ``manifest_ttl`` covers a writer's cached manifest (a commit entry it has not seen is younger
+    than its cache), a second one covers what a save does after it checked its cache: writing the
+    payloads and committing them. A save slower than one ``manifest_ttl`` checks afterwards that its
+    checkpoint is still whole (``ArchiveWriter._confirm``)."""
+    return 2 * manifest_ttl(gc_grace)
 
 
 MARKER_VERSION = 2
@@ -46,6 +66,7 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         state_cache: int = 32,
         gc_grace: timedelta = DEFAULT_GC_GRACE,
         encryption: Encryption | None = None,
+        create: bool = False,
     ) -> None:
         if full_snapshot_interval < 1:
             raise ValueError("full_snapshot_interval must be >= 1")
@@ -64,6 +85,8 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         self._hashers: OrderedDict[tuple[str, str], codec.PrefixHasher] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
         self._checked_root = False
+        self.create = create  # a location holding other files may become an archive (first commit)
+        self._empty_at = -1e9  # when a read last found no marker and nothing that forbids creating one
         self.encryption = encryption
         self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
         self._zstd_commits = False  # the marker's "commits": "zstd" (set by _check_root)
@@ -91,12 +114,40 @@ class ArchiveRoot(AsyncCoreCheckpointer):
             lock = self._locks[thread_id] = asyncio.Lock()
         return lock
 
-    async def _check_root(self) -> None:
-        """Create or check the archive marker once per instance (format version of the archive)."""
+    async def _check_root(self, *, create: bool = False) -> None:
+        """Check the archive marker once per instance (format version, archive id).
+
+        Only a commit (``create``) writes a marker, and only into a location that holds no thread,
+        so reading never writes: without a marker, a location that is empty (or holds only session
+        logs) reads as an empty archive, one holding other files is ``ArchiveNotFound`` (unless the
+        archive was opened with ``create=True``), and one holding threads is ``ArchiveMarkerMissing``
+        (a new marker would have a new archive id, under which no encrypted checkpoint decrypts).
+        """
         if self._checked_root:
             return
-        data = await self.store.get_or_none(layout.ARCHIVE_MARKER)
+        # a read that just found no marker (the first save's own) need not be repeated before creating one
+        known_empty = create and time.monotonic() - self._empty_at < 1.0
+        data = None if known_empty else await self.store.get_or_none(layout.ARCHIVE_MARKER)
+        names: list[str] = []
+        if data is None and not known_empty:
+            names = await self.store.list_dir("")
+            if any(layout.holds_threads(n) for n in names):
+                data = await self.store.get_or_none(layout.ARCHIVE_MARKER)  # a first save's, since the GET
         if data is None:
+            if any(layout.holds_threads(n) for n in names):
+                raise ArchiveMarkerMissing(
+                    f"{self.url!r} holds threads but its {layout.ARCHIVE_MARKER} is missing: restore it from "
+                    "a copy of the archive (a new one would not decrypt encrypted checkpoints)"
+                )
+            foreign = sorted(n for n in names if not layout.root_name(n))
+            if foreign and not self.create:
+                raise ArchiveNotFound(
+                    f"no archive at {self.url!r}: it holds other files ({', '.join(foreign[:3])}) and no "
+                    f"{layout.ARCHIVE_MARKER}; point at an archive, or open it with create=True to start one there"
+                )
+            if not create:
+                self._empty_at = time.monotonic()
+                return  # nothing committed yet: reads see an empty archive, and nothing is written
             marker = seal({"type": "archive", "created_at": now_iso(), "commits": "zstd"}, MARKER_VERSION)
             if not await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker):
                 marker = await self.store.get(layout.ARCHIVE_MARKER)
@@ -113,7 +164,7 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         """The bytes to store for a commit entry: zstd in archives whose marker says so (created by a
         writer whose readers accept it, FORMAT.md section 6), the sealed JSON itself otherwise, so
         that readers of earlier revisions keep reading the archives they created."""
-        await self._check_root()
+        await self._check_root(create=True)
         return codec.compress(entry) if self._zstd_commits else entry
 
     async def _rooted(self, read: Awaitable[T]) -> T:

@@ -43,10 +43,10 @@ from ..errors import (
 from ..model import Checkpoint
 from . import crypto, layout
 from .content import Content, paged_snapshot, state_key
-from .maintenance import discard
 from .manifest import Manifest, Record, hint_due, seal, unseal
 from .objects import encode_segment, encode_snapshot
 from .parts import seal_parts
+from .root import manifest_ttl
 from .state_reader import StateReader
 
 _REFUSED = (StorageFull, ReadOnlyStorage, AccessDenied, BucketNotFound)
@@ -80,10 +80,11 @@ class ArchiveWriter(StateReader):
             seen = self._hint_heads.pop(thread_id, None)
             cached = self._manifests.get(thread_id)
             m = cached if cached is not None else await self._rooted(self._manifest(thread_id))
-            await self._check_root()  # done by now, unless the manifest was cached by a path without it
+            await self._check_root(create=True)  # the first commit creates the archive, before any payload
             explicit = checkpoint.parent_id is not None or detached
             if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
                 seen, m = m.head, await self._manifest(thread_id)
+            started = time.monotonic()  # the manifest is at most manifest_ttl old, and no payload written
             if self._committed(m, checkpoint, fields):
                 return cid
             if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
@@ -100,14 +101,11 @@ class ArchiveWriter(StateReader):
                 parent_id = checkpoint.parent_id if explicit else m.head
                 if not detached and parent_id is not None and parent_id not in m.records:
                     raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, writes, content = await self._prepare(
+                actions, objects, content = await self._prepare(
                     m, checkpoint, parent_id, content, fields, detached=detached
                 )
-                try:
-                    entry = m.commit_entry(actions)  # refused (StateTooLarge) before any payload is written
-                except BaseException:
-                    discard(writes)
-                    raise
+                entry = m.commit_entry(actions)  # refused (StateTooLarge) before any payload is written
+                writes = [self.store.put(key, data) for key, data in objects]
                 if not index_written:
                     writes.append(self._write_index(thread_id, cid))
                     index_written = True
@@ -124,6 +122,8 @@ class ArchiveWriter(StateReader):
                     self._read_at[thread_id] = -math.inf
                     raise
                 if landed:
+                    if time.monotonic() - started > manifest_ttl(self.gc_grace).total_seconds() / 2:
+                        await self._confirm(thread_id, cid, objects)
                     break
                 m = await self._manifest(thread_id)
                 if cid in m.records:
@@ -154,6 +154,24 @@ class ArchiveWriter(StateReader):
         raise DuplicateCheckpointId(
             f"checkpoint {ckpt.checkpoint_id!r} is already in thread {m.thread_id!r} with other content; "
             "give the new checkpoint a new id"
+        )
+
+    async def _confirm(self, thread_id: str, checkpoint_id: str, objects: list[tuple[str, bytes]]) -> None:
+        """After a slow save (over half a ``manifest_ttl``): make sure its committed checkpoint is whole.
+
+        gc keeps what a commit names only if the commit landed before gc read the manifest, or the
+        payloads are younger than its grace (at least ``gc_floor``): a save this slow may have had its
+        payloads collected as orphans, or committed into a log cut under its cached view. Re-read
+        afresh; a checkpoint that is not there was never visible (``CheckpointConflict``); otherwise
+        put its objects again (the same bytes under the same keys)."""
+        m = await self._manifest(thread_id, cache=False)
+        if checkpoint_id not in m.records:
+            raise CheckpointConflict(
+                f"checkpoint {checkpoint_id!r} of thread {thread_id!r} is not in the thread after a save that "
+                "took longer than gc's grace period allows; reload and save again"
+            )
+        await asyncio.gather(
+            *(self.store.put(key, data) for key, data in objects), self._write_index(thread_id, checkpoint_id)
         )
 
     async def _commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
@@ -226,8 +244,8 @@ class ArchiveWriter(StateReader):
         fields: Record,
         *,
         detached: bool = False,
-    ) -> tuple[list[dict[str, Any]], list[Any], Content]:
-        """Actions of the commit, payload writes to run before it, and the new content (``fields``: the
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]], Content]:
+        """Actions of the commit, payload objects (key, bytes) to write before it, and the new content (``fields``: the
         checked ``_record`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
         base a delta is taken against."""
         state, messages = content
@@ -236,7 +254,7 @@ class ArchiveWriter(StateReader):
         depth = None if parent is None else int(parent["depth"])
         record: Record = {**fields, "fields": dict(fields["fields"]), "parent": parent_id}
         enc = self.encryption
-        writes: list[Any] = []
+        objects: list[tuple[str, bytes]] = []
         actions: list[dict[str, Any]] = []
         ops = None
         # a delta stays inline in commit entries, hints and folds: a thread holds at most
@@ -259,8 +277,8 @@ class ArchiveWriter(StateReader):
             else:
                 known = self._known_pages(m, base)
                 data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
-            writes.append(self.store.put(key, data))
-            writes.extend(self.store.put(k, d) for k, d in new_pages)
+            objects.append((key, data))
+            objects.extend(new_pages)
             ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
             if page_refs:
                 ref["pages"] = page_refs
@@ -268,7 +286,7 @@ class ArchiveWriter(StateReader):
             compact = self._compact_action(m)
             if compact is not None:
                 action, segment_key, segment = compact
-                writes.append(self.store.put(segment_key, segment))
+                objects.append((segment_key, segment))
                 actions.append(action)
             actions.insert(0, {"action": "add", "record": record})
         else:
@@ -280,7 +298,7 @@ class ArchiveWriter(StateReader):
             else:
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
-        return actions, writes, (state, messages)
+        return actions, objects, (state, messages)
 
     def content_digests(
         self, content: Content, thread_id: str, raws: tuple[bytes, bytes] | None = None

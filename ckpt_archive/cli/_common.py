@@ -48,7 +48,7 @@ def settings(url: str | None, config: Path | None) -> ArchiveSettings:
 
 def open_from(s: ArchiveSettings, *, create: bool = False) -> ArchiveCheckpointer:
     """The archive of the settings; unless ``create``, it must exist (a typo is an error, not an empty list)."""
-    archive = s.open()
+    archive = s.open(create=create)
     if not create:
         require_archive(archive)
     return archive

@@ -168,6 +168,13 @@ def gc(
     grace: Annotated[
         str | None, typer.Option("--grace", help="Only objects older than this (default: config gc_grace).")
     ] = None,
+    unsafe_no_writers: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-no-writers",
+            help="Allow a grace below the safe floor: only while no process writes to or reads the archive.",
+        ),
+    ] = False,
     url: UrlOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
@@ -177,7 +184,8 @@ def gc(
     with guarded(debug):
         s = settings(url, config)
         archive: Any = open_from(s)
-        report = archive.gc(grace=parse_duration(grace) if grace is not None else s.gc_grace)
+        given = parse_duration(grace) if grace is not None else None
+        report = archive.gc(grace=given, unsafe_no_writers=unsafe_no_writers)
         body = {**to_jsonable(report), "objects_deleted": len(getattr(report, "deleted", []))}
         if json:
             return emit_json(body)

@@ -125,7 +125,7 @@ class InMemoryManagedStateStore:
         )
 
 
-SESSION_PREFIX = "session_id="
+SESSION_PREFIX = layout.SESSION_PREFIX
 EVENT_SCHEMA = pa.schema(
     [
         ("flush_seq", pa.int64()),
