@@ -45,7 +45,7 @@ def test_demo_archive_backup_after_prune(tmp_path: Any, monkeypatch: pytest.Monk
     demo.main([src])
     thread = "customer-1000/session-0"
     run("prune", thread, "--keep-last", "5", "--url", src)
-    run("gc", "--grace", "0s", "--url", src)
+    run("gc", "--grace", "0s", "--unsafe-no-writers", "--url", src)
     copy, bundle, restored = str(tmp_path / "copy"), str(tmp_path / "all.tar.zst"), str(tmp_path / "restored")
     run("export", "--all", "--to", copy, "--url", src)
     run("export", "--all", "--to", bundle, "--url", src)

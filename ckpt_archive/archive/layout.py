@@ -33,6 +33,9 @@ ARCHIVE_MARKER = "_archive.json"
 THREAD_PREFIX = "thread_id="
 IDS = "_ids"
 SESSION_PREFIX = "session_id="
+LANGGRAPH = "_langgraph"
+"""The LangGraph saver's pending writes (FORMAT.md section 11): the archive's own, written before the first
+commit of a run may create the marker."""
 THREAD_FOLDERS = frozenset({"_log", "_parts", "snapshots", "deltas", "pages"})
 """The folders inside a thread's folder; nothing else in it is the archive's."""
 _TEMP = re.compile(r"\.tmp-[0-9a-f]{32}")
@@ -45,9 +48,9 @@ def holds_threads(name: str) -> bool:
 
 
 def root_name(name: str) -> bool:
-    """Could ``name`` (directly under the root) be the archive's own: marker, id index, thread or
-    session folder, or a temporary file of writing the marker?"""
-    ours = name == ARCHIVE_MARKER or holds_threads(name) or name.startswith(SESSION_PREFIX)
+    """Could ``name`` (directly under the root) be the archive's own: marker, id index, thread, session
+    or LangGraph folder, or a temporary file of writing the marker?"""
+    ours = name in (ARCHIVE_MARKER, LANGGRAPH) or holds_threads(name) or name.startswith(SESSION_PREFIX)
     return ours or bool(_TEMP.fullmatch(name))
 
 

@@ -23,7 +23,7 @@ from ...archive.manifest import seal, unseal
 from ...archive.store import ObjectStore
 from .encoding import SerdeCodec
 
-WRITES_ROOT = "_langgraph/writes"
+WRITES_ROOT = f"{layout.LANGGRAPH}/writes"
 Entry = tuple[str, int, str, Any, str]  # task_id, idx, channel, blob, task_path
 
 
