@@ -68,3 +68,19 @@ def test_performance_page_is_generated_from_the_results() -> None:
     perf_doc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(perf_doc)
     assert (ROOT / "docs" / "performance.md").read_text() == perf_doc.render(), "run benchmarks/perf_doc.py"
+
+
+def test_every_test_the_guarantees_name_exists() -> None:
+    """A guarantee is only as good as its test: each one named in docs/guarantees.md must exist."""
+    text = (ROOT / "docs" / "guarantees.md").read_text()
+    missing, current = [], None
+    for ref in re.findall(r"`((?:tests/[\w/]+\.py)?(?:::\w+)?)(?:\[[^\]`]*\])?`", text):
+        path, _, name = ref.partition("::")
+        if path:
+            current = ROOT / path
+            if not current.exists():
+                missing.append(path)
+                continue
+        if name and (current is None or not re.search(rf"def {name}\b", current.read_text())):
+            missing.append(f"{current.name if current else '?'}::{name}")
+    assert not missing, missing
