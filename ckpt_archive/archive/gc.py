@@ -140,26 +140,6 @@ async def _purge(cp: ArchiveCheckpointer, thread_id: str, keys: set[str]) -> Non
     await commit_maintenance(cp, thread_id, plan, fold_first=False)
 
 
-async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: GcReport) -> None:
-    fs = cp.store.fs
-    if cp.store.kind != "object" or not hasattr(fs, "_call_s3"):
-        return
-    bucket, _, prefix = cp.store.root.partition("/")
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": f"{prefix}/" if prefix else ""}
-    while True:
-        page = await fs._call_s3("list_multipart_uploads", **kwargs)
-        for upload in page.get("Uploads", []):
-            initiated = upload.get("Initiated")
-            if isinstance(initiated, datetime) and initiated.astimezone(UTC) <= cutoff:
-                await fs._call_s3(
-                    "abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]
-                )
-                report.multipart_aborted += 1
-        if not page.get("IsTruncated"):
-            return
-        kwargs.update(KeyMarker=page.get("NextKeyMarker"), UploadIdMarker=page.get("NextUploadIdMarker"))
-
-
 async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcReport:
     """Delete what no manifest needs and the grace period no longer protects; see the module doc."""
     grace = cp.gc_grace if grace is None else grace
@@ -219,5 +199,5 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None) -> GcRe
     if unknown_dirs:
         report.errors.append(f"left alone (no readable thread id): {sorted(unknown_dirs)}")
     with contextlib.suppress(NotImplementedError):
-        await _abort_multipart(cp, cutoff, report)
+        report.multipart_aborted += await cp.store.abort_stale_uploads(cutoff)
     return report
