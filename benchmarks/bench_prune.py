@@ -1,6 +1,6 @@
 """Pruning benchmark: one thread of 10,000 checkpoints on S3 (moto over HTTP) pruned down to the last 100.
 
-The thread is written by the real ``ArchiveCheckpointer`` into an in-process object map (so building
+The thread is written by the real ``ArchiveCheckpointer`` into ``memory://`` (so building
 it takes seconds, not the minutes of 10,000 sequential HTTP saves), then every object is uploaded to
 the moto server as is. The measured phases run against S3 with a fresh instance, and the requests are
 counted at the server (``S3Server``):
@@ -24,7 +24,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Sequence
+import uuid
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,45 +33,14 @@ import fsspec
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive.store import ObjectStore
 from ckpt_archive.testing import S3Server
 
 RESULTS = Path(__file__).with_name("results")
 
 
-class MapStore(ObjectStore):
-    """An ObjectStore over a plain dict: only to build the archive fast before uploading it."""
-
-    def __init__(self) -> None:
-        super().__init__(fsspec.filesystem("memory"), "/bench-build")
-        self.objects: dict[str, bytes] = {}
-
-    async def get(self, key: str) -> bytes:
-        try:
-            return self.objects[key]
-        except KeyError:
-            raise FileNotFoundError(key) from None
-
-    async def list_dir(self, prefix: str) -> list[str]:
-        base = prefix.rstrip("/") + "/" if prefix else ""
-        return sorted({k[len(base) :].split("/", 1)[0] for k in self.objects if k.startswith(base)})
-
-    async def put(self, key: str, data: bytes) -> None:
-        self.objects[key] = bytes(data)
-
-    async def put_if_absent(self, key: str, data: bytes) -> bool:
-        if key in self.objects:
-            return False
-        self.objects[key] = bytes(data)
-        return True
-
-    async def delete(self, keys: Sequence[str]) -> None:
-        for key in keys:
-            self.objects.pop(key, None)
-
-
 def build(checkpoints: int, interval: int) -> dict[str, bytes]:
-    store = MapStore()
+    """The archive's objects, written into this process's memory (``memory://``) by the real writer."""
+    store = ca.open_store(f"memory://bench-build-{uuid.uuid4().hex}")
     archive = ca.ArchiveCheckpointer(store, full_snapshot_interval=interval)
     rng = random.Random(7)
     messages: list[dict[str, Any]] = []
@@ -83,7 +52,10 @@ def build(checkpoints: int, interval: int) -> dict[str, bytes]:
         state = {"messages": list(messages), "step": step, "tokens": step * 211}
         archive.save(ca.Checkpoint.new("agent-run", state, step=step))
     archive.compact("agent-run")
-    return store.objects
+    keys = sorted(run_sync(store.find("")))
+    objects = dict(zip(keys, run_sync(store.get_many(keys)), strict=True))
+    run_sync(store.delete_prefix(""))
+    return {k: d for k, d in objects.items() if d is not None}
 
 
 def upload(server: S3Server, url: str, objects: dict[str, bytes]) -> None:

@@ -2,7 +2,7 @@
 
 On moto over loopback a request costs a few ms of server CPU, and requests sent together are served one
 after another, so concurrency barely shows; a real object store answers in ~10-30 ms whatever runs
-beside. ``ckpt_archive.testing.RoundTrips(latency=...)`` adds that delay to every request client side
+beside. ``ckpt_archive.testing.FsspecRoundTrips(latency=...)`` adds that delay to every request client side
 (concurrent requests wait together) and counts the sequential round trips of each operation.
 
 W1's first ``--steps`` steps through each store on a fresh moto server; per save: wall time, sequential
@@ -24,7 +24,7 @@ import numpy as np
 from bench_core import states
 from peers import available, open_store
 
-from ckpt_archive.testing import RoundTrips, S3Server
+from ckpt_archive.testing import FsspecRoundTrips, S3Server
 
 RESULTS = Path(__file__).with_name("results")
 STORES = ["native", "ArchiveSaver", "objectstorage-zstd"]
@@ -45,7 +45,7 @@ def run(name: str, steps: int, latency: float) -> dict[str, Any]:
         data = states(steps)
         s = open_store(name, url, opts)
         s.save("chat", 0, data[0])  # creates the archive: not measured
-        trips = RoundTrips(fs_of(s), latency=latency)
+        trips = FsspecRoundTrips(fs_of(s), latency=latency)
         times, depths, reqs = [], [], []
         for step, state in enumerate(data[1:], 1):
             trips.reset()
@@ -59,7 +59,7 @@ def run(name: str, steps: int, latency: float) -> dict[str, Any]:
         shared = {**opts, "skip_instance_cache": False}  # the reader's S3 client is set up by a first load
         open_store(name, url, shared).load("chat")
         reader = open_store(name, url, shared)
-        trips = RoundTrips(fs_of(reader), latency=latency)
+        trips = FsspecRoundTrips(fs_of(reader), latency=latency)
         server.reset_counts()
         t0 = time.perf_counter()
         assert len(reader.load("chat")["messages"]) == steps
@@ -83,7 +83,7 @@ def run(name: str, steps: int, latency: float) -> dict[str, Any]:
 def render(rows: list[dict[str, Any]], steps: int, latency_ms: float) -> str:
     lines = [
         f"Command: `.venv/bin/python benchmarks/bench_rtt.py --steps {steps} --latency-ms {latency_ms:g}`: W1's "
-        f"first {steps} steps on moto, {latency_ms:g} ms added to every request (`RoundTrips(latency=...)`).",
+        f"first {steps} steps on moto, {latency_ms:g} ms added to every request (`FsspecRoundTrips(latency=...)`).",
         "",
         "| store | save mean ms | save p50 ms | save p99 ms | round trips per save (mean / max) | requests per save "
         "| load latest ms (new store object) | load round trips / requests |",

@@ -340,17 +340,17 @@ def fresh_read(store: str, url: str, opts: dict[str, Any], thread: str, marker: 
 
     Not timed: importing the store's modules and, on S3, opening the HTTP client (a throwaway store
     object is opened and a marker read first; the stores then share fsspec's cached S3 filesystem, on
-    which ``RoundTrips`` counts the sequential round trips of each operation, client side).
+    which ``FsspecRoundTrips`` counts the sequential round trips of each operation, client side).
     """
     opts = {**opts, "skip_instance_cache": False} if opts else opts
     open_store(store, url, opts).close()
     mark_fs = fsspec.filesystem("s3", **opts) if marker else None
     trips = None
     if mark_fs is not None:
-        from ckpt_archive.testing import RoundTrips
+        from ckpt_archive.testing import FsspecRoundTrips
 
         mark_fs.cat_file(f"{marker}/warm")
-        trips = RoundTrips(mark_fs)  # the stores share this cached filesystem instance
+        trips = FsspecRoundTrips(mark_fs)  # the stores share this cached filesystem instance
     out: dict[str, Any] = {}
     for op in ("load", "list", "list1"):
         if trips is not None:

@@ -23,7 +23,7 @@ hand. What the runs showed, and why the targets not met are not met, is in
 
 How it is measured: every store gets the same workload in one run on this project's 2-core machine; S3 is
 moto served over HTTP on loopback, with requests counted at the server and sequential round trips
-counted client side (`ckpt_archive.testing.RoundTrips`). Load latest, list all and list(limit=1) run in a
+counted client side (`ckpt_archive.testing.FsspecRoundTrips`). Load latest, list all and list(limit=1) run in a
 fresh process on a newly opened store object. Timings on a shared VM vary between runs: compare stores
 within one table, not across runs; bytes and request counts are exact. Peers come from the `bench` extra
 (`langgraph-checkpoint-objectstorage`, `langgraph-checkpoint-sqlite`, LangGraph's `InMemorySaver`).

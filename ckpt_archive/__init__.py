@@ -5,7 +5,6 @@ from __future__ import annotations
 from .archive import (
     ArchiveCheckpointer,
     Encryption,
-    ObjectStore,
     Problem,
     RestoredState,
     VerifyReport,
@@ -73,6 +72,7 @@ from .session import (
     ToolResult,
 )
 from .settings import ArchiveSettings, ConfigError
+from .storage import ObjectStore, open_store
 from .transfer import InvalidExport
 from .typed import TypedCheckpointer, TypedSnapshot
 
@@ -158,6 +158,7 @@ __all__ = [
     "content_digest",
     "diff",
     "open_archive",
+    "open_store",
 ]
 
 try:  # re-exported only when the optional `langgraph` extra is installed

@@ -172,7 +172,7 @@ class SessionFlushConflict(CheckpointConflict):
 
 
 class StorageError(CheckpointError, OSError):
-    """The storage backend failed or refused a request (raised by the store layer, ``store.py``).
+    """The storage backend failed or refused a request (raised by the storage layer, ``ckpt_archive.storage``).
 
     Also an ``OSError``, which is what such failures were before they were typed, so code that caught
     ``OSError`` keeps working. The message says what to do; the backend's own error is the cause.

@@ -17,7 +17,8 @@ from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.archive import layout
 from ckpt_archive.archive.manifest import seal, unseal
-from ckpt_archive.testing import RoundTrips, S3Server
+from ckpt_archive.storage import RoundTrips
+from ckpt_archive.testing import S3Server
 
 
 class SimulatedCrash(Exception):
@@ -50,8 +51,8 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
     assert s3_server.requests["LIST"] == 0
     assert s3_server.total() <= 5 * 3 + 3, s3_server.log
 
-    reader = ca.open_archive(s3_url, storage_options=opts)
-    trips = RoundTrips(reader.store.fs, latency=0.05)
+    trips = RoundTrips(ca.open_store(s3_url, opts), latency=0.05)
+    reader = ca.ArchiveCheckpointer(trips)
     s3_server.reset_counts()
     latest = reader.load("t")
     assert latest is not None and latest.step == 30 and len(latest.state["messages"]) == 31
@@ -74,10 +75,11 @@ def test_s3_save_round_trips(s3_server: S3Server, s3_url: str) -> None:
     the commit); a snapshot save three (payloads, commit and hint, then the folded manifest). The hint
     names the commit it went out with."""
     opts = s3_server.storage_options()
-    writer = ca.open_archive(s3_url, storage_options=opts, full_snapshot_interval=10)
+    trips = RoundTrips(ca.open_store(s3_url, opts))
+    writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=10)
     messages: list[Any] = []
     grow(writer, "t", range(11), messages)
-    trips = RoundTrips(writer.store.fs, latency=0.02)
+    trips.latency = 0.02
     depths, hinted = {}, []
     for step in range(11, 21):
         trips.reset()
@@ -101,10 +103,11 @@ def test_archives_of_earlier_revisions_keep_the_hint_after_the_commit(s3_server:
     url = s3_server.make_bucket("older-marker") + "/a"
     fs = fsspec.filesystem("s3", **opts)
     fs.pipe_file(f"{url}/{layout.ARCHIVE_MARKER}", seal({"type": "archive", "created_at": "2026-01-01T00:00:00+00:00"}))
-    writer = ca.open_archive(url, storage_options=opts, full_snapshot_interval=10)
+    trips = RoundTrips(ca.open_store(url, opts))
+    writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=10)
     messages: list[Any] = []
     grow(writer, "t", range(3), messages)
-    trips = RoundTrips(writer.store.fs, latency=0.02)
+    trips.latency = 0.02
     depths = []
     for step in range(3, 7):
         trips.reset()
@@ -271,8 +274,8 @@ def test_backend_without_put_if_absent_is_refused(tmp_path: Any) -> None:
 
     fs = DirFileSystem(path=str(tmp_path), fs=LocalFileSystem(auto_mkdir=True))
     with pytest.raises(ca.UnsafeBackend, match="single_writer"):
-        ca.ObjectStore(fs, "a")
-    archive = ca.ArchiveCheckpointer(ca.ObjectStore(fs, "a", single_writer=True))
+        ca.open_store(fs, root="a")
+    archive = ca.ArchiveCheckpointer(ca.open_store(fs, root="a", single_writer=True))
     archive.save(ca.Checkpoint.new("t", {"a": 1}))
     assert archive.load("t").state == {"a": 1}  # type: ignore[union-attr]
     assert ca.open_archive(str(tmp_path / "a")).load("t").state == {"a": 1}  # type: ignore[union-attr]
@@ -317,13 +320,15 @@ def test_listing_an_empty_folder_is_one_request_on_s3(s3_server: S3Server, s3_ur
 
 def test_first_save_of_a_thread_lists_nothing(s3_server: S3Server, s3_url: str) -> None:
     opts = s3_server.storage_options()
-    archive = ca.open_archive(s3_url, storage_options=opts)
+    trips = RoundTrips(ca.open_store(s3_url, opts))
+    archive = ca.ArchiveCheckpointer(trips)
     s3_server.reset_counts()
     archive.save(ca.Checkpoint.new("first", {"a": 1}))  # also creates the archive marker
     # one LIST, of the root, to refuse creating an archive among other files (never in a known archive)
     assert s3_server.requests["LIST"] == 1 and s3_server.total() <= 9, s3_server.log
     s3_server.reset_counts()
-    trips = RoundTrips(archive.store.fs, latency=0.1)
+    trips.latency = 0.1
+    trips.reset()
     archive.save(ca.Checkpoint.new("second", {"a": 1}))  # a new thread of a known archive
     assert s3_server.requests["LIST"] == 0 and s3_server.total() <= 6, s3_server.log
     assert trips.depth <= 4, trips.calls
@@ -402,8 +407,8 @@ def test_delta_saves_write_the_hint_every_other_commit(s3_server: S3Server, s3_u
     assert sorted(costs) == [2] * 4 + [3] * 4, costs  # commit + id entry, and the hint every other save
     hint = unseal(fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"), "hint")
     assert hint["seq"] == 29 and writer._manifests["t"].seq == 30  # the hint trails by one delta
-    reader = ca.open_archive(s3_url, storage_options=opts)
-    trips = RoundTrips(reader.store.fs, latency=0.05)
+    trips = RoundTrips(ca.open_store(s3_url, opts), latency=0.05)
+    reader = ca.ArchiveCheckpointer(trips)
     s3_server.reset_counts()
     latest = reader.load("t")
     assert latest is not None and latest.checkpoint_id == saved[-1].checkpoint_id

@@ -1,7 +1,7 @@
 """A commit whose reply is lost with the retries used up: a typed CommitOutcomeUnknown, and a re-save
 of the same checkpoint finds its own commit (idempotent) instead of a conflict or a duplicate id.
 
-Locally the reply is lost by ``FaultyStore`` below the store's retry loop (the real retries run and
+Locally the reply is lost by ``FaultStore`` below the store's retry loop (the real retries run and
 give up); on S3 by the moto server itself (the commit is applied, every reply to it is a 500).
 """
 
@@ -13,8 +13,8 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive.archive import layout
+from ckpt_archive.storage import FaultPlan, FaultStore
 from ckpt_archive.testing import S3Server
-from tests.faults import FaultPlan, FaultyStore
 
 
 def commits(cp: ca.ArchiveCheckpointer, thread_id: str = "t") -> list[str]:
@@ -24,7 +24,7 @@ def commits(cp: ca.ArchiveCheckpointer, thread_id: str = "t") -> list[str]:
 def commit_call(url: str) -> int:
     """The 1-based index of the commit among the mutating calls of the second save of thread t."""
     probe = FaultPlan("fail", 10**9)
-    cp = ca.ArchiveCheckpointer(FaultyStore(ca.open_archive(url).store, probe))
+    cp = ca.ArchiveCheckpointer(FaultStore(ca.open_archive(url).store, probe))
     cp.save(ca.Checkpoint.new("t", {"a": 0}))
     probe.calls.clear()
     cp.save(ca.Checkpoint.new("t", {"a": 1}, step=1))
@@ -38,7 +38,7 @@ def test_lost_commit_reply_is_typed_and_a_resave_is_idempotent(tmp_path: Any) ->
     first = ca.Checkpoint.new("t", {"a": 0})
     base.save(first)
     plan = FaultPlan("lost-reply", k)
-    cp = ca.ArchiveCheckpointer(FaultyStore(base.store, plan))
+    cp = ca.ArchiveCheckpointer(FaultStore(base.store, plan))
     cp.list("t")
     plan.calls.clear()
     second = ca.Checkpoint.new("t", {"a": 1}, step=1)
@@ -71,7 +71,7 @@ def test_after_an_unknown_outcome_the_writer_still_detects_a_moved_head(tmp_path
     base = ca.open_archive(url)
     base.save(ca.Checkpoint.new("t", {"a": 0}))
     plan = FaultPlan("lost-reply", k)
-    cp = ca.ArchiveCheckpointer(FaultyStore(base.store, plan))
+    cp = ca.ArchiveCheckpointer(FaultStore(base.store, plan))
     cp.list("t")
     plan.calls.clear()
     with pytest.raises(ca.CommitOutcomeUnknown):
@@ -112,7 +112,7 @@ def test_langgraph_put_after_a_lost_commit_reply_is_idempotent(tmp_path: Any) ->
 
     url = str(tmp_path / "a")
     plan = FaultPlan("fail", 10**9)
-    saver = ArchiveSaver(ca.ArchiveCheckpointer(FaultyStore(ca.open_archive(url).store, plan)))
+    saver = ArchiveSaver(ca.ArchiveCheckpointer(FaultStore(ca.open_archive(url).store, plan)))
     first = empty_checkpoint()
     first["channel_values"] = {"a": 1}
     config = saver.put({"configurable": {"thread_id": "x", "checkpoint_ns": ""}}, first, {"step": 0}, {})

@@ -11,7 +11,8 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive.archive import parts
-from tests.faults import MODES, Crash, FaultPlan, FaultyStore
+from ckpt_archive.storage.wrappers import FAULT_MODES as MODES
+from ckpt_archive.storage.wrappers import Crash, FaultPlan, FaultStore
 
 INTERVAL = 4
 
@@ -57,7 +58,7 @@ def run_with_fault(url: str, opts: dict[str, Any], op: str, mode: str, k: int) -
     for c in saved:
         base.save(c)
     plan = FaultPlan(mode, k)
-    cp = ca.ArchiveCheckpointer(FaultyStore(base.store, plan), full_snapshot_interval=INTERVAL)
+    cp = ca.ArchiveCheckpointer(FaultStore(base.store, plan), full_snapshot_interval=INTERVAL)
     cp.list("t")  # the writer has read the thread before the fault
     new = make_new(saved)
     raised = False
@@ -143,7 +144,7 @@ def run_maintenance_with_fault(url: str, opts: dict[str, Any], op: str, mode: st
     if op == "gc":
         base.prune("t", keep)
     plan = FaultPlan(mode, k)
-    cp = ca.ArchiveCheckpointer(FaultyStore(base.store, plan), full_snapshot_interval=INTERVAL, gc_grace=zero)
+    cp = ca.ArchiveCheckpointer(FaultStore(base.store, plan), full_snapshot_interval=INTERVAL, gc_grace=zero)
     cp.list("t")
     try:
         if op == "prune":
@@ -200,7 +201,7 @@ def test_a_prune_whose_fold_fails_after_its_commit_still_succeeds(
         base = ca.open_archive(root, full_snapshot_interval=INTERVAL)
         for c in saved:
             base.save(c)
-        faulty = ca.ArchiveCheckpointer(FaultyStore(base.store, plan), full_snapshot_interval=INTERVAL)
+        faulty = ca.ArchiveCheckpointer(FaultStore(base.store, plan), full_snapshot_interval=INTERVAL)
         return base, faulty.prune("t", keep)
 
     probe = FaultPlan("fail", 10**9)  # never fails: records the prune's writes, in order

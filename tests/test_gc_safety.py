@@ -21,7 +21,7 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive.archive.root import gc_floor
-from ckpt_archive.archive.store import ObjectStore
+from ckpt_archive.storage import ObjectStore, WrapperStore
 from ckpt_archive.testing import S3Server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,11 +44,11 @@ def test_gc_below_the_floor_is_refused_unless_no_writers(tmp_path: Path) -> None
     assert archive.load("t").state == {"a": 1}  # type: ignore[union-attr]
 
 
-class StalledCommits(ObjectStore):
+class StalledCommits(WrapperStore):
     """The real store, with a hook run before each commit entry is created (a save stalled there)."""
 
     def __init__(self, inner: ObjectStore, stall: Any) -> None:
-        self.__dict__.update(inner.__dict__)
+        super().__init__(inner)
         self.stall = stall
 
     async def put_if_absent(self, key: str, data: bytes) -> bool:

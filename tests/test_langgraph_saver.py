@@ -27,7 +27,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 import ckpt_archive as ca
 from ckpt_archive.integrations.langgraph import ArchiveSaver, UnknownPruneStrategy, strict_serde
 from ckpt_archive.integrations.langgraph.testing import build_graph, run_turns
-from ckpt_archive.testing import RoundTrips, S3Server
+from ckpt_archive.storage import RoundTrips
+from ckpt_archive.testing import S3Server
 
 
 class SyncFacade(BaseCheckpointSaver[Any]):
@@ -215,9 +216,11 @@ def test_list_limit_one_is_the_latest_tuple_read_like_get_tuple(s3_server: S3Ser
     assert asyncio.run(async_latest()) == full[:1]
 
 
-def test_cold_get_tuple_is_three_round_trips_and_list_reads_each_object_once(s3_server: S3Server) -> None:
-    """get_tuple (latest, or by id) reads the writes while the manifest is read; a full list builds the
-    states in one walk (no index lookups, no per-checkpoint LIST) and equals get_tuple one by one."""
+def test_cold_get_tuple_is_four_round_trips_and_list_reads_each_object_once(s3_server: S3Server) -> None:
+    """get_tuple (latest, or by id) lists the writes while the manifest is read, then reads them: four
+    round trips for the latest, LISTs included (counted at the store, on every backend; the fsspec-level
+    counter this test had missed s3fs's ``_lsdir`` and said three). A full list builds the states in one
+    walk (no index lookups, no per-checkpoint LIST) and equals get_tuple one by one."""
     url = s3_server.make_bucket("lg-round-trips") + "/a"
     opts = s3_server.storage_options()
     saver = ArchiveSaver.from_url(url, opts, full_snapshot_interval=5)
@@ -226,11 +229,11 @@ def test_cold_get_tuple_is_three_round_trips_and_list_reads_each_object_once(s3_
     first_id = next(iter(reversed(list(saver.list(_config("t")))))).config["configurable"]["checkpoint_id"]
     saver.put_writes(_config("t", checkpoint_id=first_id), [("ch", "early")], "task-0", "p")
     for config in (_config("t"), _config("t", checkpoint_id=first_id)):
-        cold = ArchiveSaver.from_url(url, opts)
-        trips = RoundTrips(cold.store.fs, latency=0.1)  # as on S3: every round trip costs about the same
+        trips = RoundTrips(ca.open_store(url, opts), latency=0.1)  # as on S3: every round trip costs the same
+        cold = ArchiveSaver(ca.ArchiveCheckpointer(trips))
         tup = cold.get_tuple(config)
         assert tup is not None and tup.pending_writes, config
-        assert trips.depth <= 3, (config, trips.calls)
+        assert trips.depth <= 4, (config, trips.depth, "\n".join(map(str, trips.calls)))
     cold = ArchiveSaver.from_url(url, opts)
     s3_server.reset_counts()
     listed = list(cold.list(_config("t")))

@@ -15,6 +15,7 @@ import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive._sync import run_sync
 from ckpt_archive.archive import layout
+from ckpt_archive.storage import LocalStore
 from ckpt_archive.testing import S3Server
 from tests.conftest import BACKENDS, open_backend
 from tests.test_retention import assert_loads, chat, fresh
@@ -24,7 +25,7 @@ ZERO = timedelta(0)
 
 
 def stored_bytes(archive: ca.ArchiveCheckpointer) -> int:
-    if archive.store.kind == "local":  # what the filesystem itself says, not our bookkeeping
+    if isinstance(archive.store, LocalStore):  # what the filesystem itself says, not our bookkeeping
         return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(archive.store.root) for f in fs)
     return sum(info["size"] for info in run_sync(archive.store.find("")).values())
 

@@ -10,7 +10,7 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive.store import ObjectStore
+from ckpt_archive.storage import ObjectStore, open_store
 from tests.conftest import BACKENDS
 
 
@@ -18,7 +18,7 @@ from tests.conftest import BACKENDS
 def store(request: pytest.FixtureRequest, archive_url: Any) -> ObjectStore:
     url, opts = archive_url(request.param)
     fs, root = fsspec.core.url_to_fs(url, **opts)
-    return ObjectStore(fs, root)
+    return open_store(fs, root=root)
 
 
 def test_put_if_absent_keeps_the_first_writer(store: ObjectStore) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive.archive import layout
-from ckpt_archive.archive.store import is_transient
+from ckpt_archive.storage import is_transient
 from ckpt_archive.testing import FaultProxy, S3Server
 
 _ids = itertools.count()

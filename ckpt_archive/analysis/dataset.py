@@ -28,9 +28,10 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from .._sync import run_sync
-from ..archive import ObjectStore, layout
+from ..archive import layout
 from ..archive.objects import SEGMENT_SCHEMA
 from ..errors import TruncatedObject
+from ..storage import ObjectStore
 from .frames import Source, archive_of, checkpoints_table
 
 THREAD_META = b"ckpt_archive.thread_id"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from ..storage import ObjectStore, open_store
 from .checkpointer import DEFAULT_GC_GRACE, ArchiveCheckpointer
 from .crypto import Encryption
-from .store import ObjectStore, open_store
 from .verify import Problem, RestoredState, VerifyReport
 
 __all__ = [

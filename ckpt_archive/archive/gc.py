@@ -166,27 +166,9 @@ async def _purge(cp: ArchiveCheckpointer, thread_id: str, keys: set[str]) -> Non
     await commit_maintenance(cp, thread_id, plan, fold_first=False, cache=False)
 
 
-async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: GcReport) -> None:
-    fs = cp.store.fs
-    if cp.store.kind != "object" or not hasattr(fs, "_call_s3"):
-        return
-    bucket, _, prefix = cp.store.root.partition("/")
-    kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": f"{prefix}/" if prefix else ""}
-    while True:
-        page = await fs._call_s3("list_multipart_uploads", **kwargs)
-        for upload in page.get("Uploads", []):
-            initiated, key = upload.get("Initiated"), str(upload.get("Key", ""))
-            rel = key[len(kwargs["Prefix"]) :] if key.startswith(kwargs["Prefix"]) else ""
-            if not rel or not layout.root_name(rel.split("/", 1)[0]):
-                continue  # not one of the archive's objects
-            if isinstance(initiated, datetime) and initiated.astimezone(UTC) <= cutoff:
-                await fs._call_s3(
-                    "abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]
-                )
-                report.multipart_aborted += 1
-        if not page.get("IsTruncated"):
-            return
-        kwargs.update(KeyMarker=page.get("NextKeyMarker"), UploadIdMarker=page.get("NextUploadIdMarker"))
+def _owned_upload(key: str) -> bool:
+    """Is an upload's key (under the root) one of the archive's own? gc aborts only those."""
+    return layout.root_name(key.split("/", 1)[0])
 
 
 def check_grace(cp: ArchiveCheckpointer, grace: timedelta | None, unsafe_no_writers: bool) -> timedelta:
@@ -261,5 +243,5 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None, unsafe_
     if unknown_dirs:
         report.errors.append(f"left alone (no readable thread id): {sorted(unknown_dirs)}")
     with contextlib.suppress(NotImplementedError):
-        await _abort_multipart(cp, cutoff, report)
+        report.multipart_aborted += await cp.store.abort_stale_uploads(cutoff, owned=_owned_upload)
     return report

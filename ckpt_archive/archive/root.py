@@ -16,11 +16,11 @@ from typing import TypeVar
 from .. import codec
 from ..errors import ArchiveMarkerMissing, ArchiveNotFound
 from ..protocol import AsyncCoreCheckpointer
+from ..storage import ObjectStore
 from . import layout
 from .content import Content
 from .crypto import Encryption
 from .manifest import Manifest, now_iso, seal, unseal
-from .store import ObjectStore
 
 T = TypeVar("T")
 
@@ -75,6 +75,7 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         self.gc_grace = gc_grace
         self._read_at: dict[str, float] = {}
         self._hint_heads: dict[str, str] = {}
+        store.object_kind = layout.kind_of  # the size bound of each archive object, checked on read
         self.store = store
         self.url = url or store.root
         self.full_snapshot_interval = full_snapshot_interval

@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 
 from .. import codec
 from ..archive import layout
-from ..archive.store import ObjectStore, open_store
 from ..errors import DigestMismatch, SessionFlushConflict, TruncatedObject, UnsupportedFormatVersion
 from ..model import check_identifier
+from ..storage import ObjectStore, open_store
 
 
 class Durability(StrEnum):
@@ -209,7 +209,7 @@ class ArchiveManagedStateStore:
 
     @property
     def durability(self) -> Durability:
-        return Durability.VOLATILE if self.store.kind == "memory" else Durability.DURABLE
+        return Durability.DURABLE if self.store.durable else Durability.VOLATILE
 
     async def append(self, session_id: str, batch: FlushBatch) -> None:
         key = batch_key(session_id, batch.flush_seq)  # one conditional PUT per flush, nothing else

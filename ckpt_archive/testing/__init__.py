@@ -296,8 +296,11 @@ class AzuriteServer(_Emulator):
         return f"az://{name}"
 
 
-class RoundTrips:
-    """Counts sequential round trips of an async fsspec filesystem, client side.
+class FsspecRoundTrips:
+    """Counts sequential round trips of an async fsspec filesystem, client side: for benchmarks that
+    compare with peer savers, which do not go through our store. Our own code is measured with
+    ``ckpt_archive.storage.RoundTrips``, at the store interface; this one sees only the methods below
+    (not s3fs's ``_lsdir``, so our S3 listings), as the published peer comparisons were measured.
 
     A request's depth is 1 + the deepest request that had *completed* before it
     started; requests issued together share a depth. ``depth`` is the number of

@@ -21,9 +21,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ...archive import ArchiveCheckpointer
 from ...archive.batch import contents, head_from_hint, head_guess, listing, warm_head
 from ...archive.manifest import Manifest, record_info
-from ...archive.store import ObjectStore
 from ...errors import InvalidIdentifier
 from ...model import CheckpointInfo
+from ...storage import ObjectStore
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, restore_checkpoint, restore_metadata, split_thread
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ...archive import layout
 from ...archive.manifest import seal, unseal
-from ...archive.store import ObjectStore
+from ...storage import ObjectStore
 from .encoding import SerdeCodec
 
 WRITES_ROOT = f"{layout.LANGGRAPH}/writes"

@@ -1,6 +1,6 @@
 """What a storage failure is: transient (worth a retry) or not, and which typed ``StorageError`` it
 becomes. Backends wrap their client's error (botocore, gcsfs, azure) in an OSError, so every test
-looks through the chain of causes; ``store.ObjectStore._retry`` is the one caller that types them."""
+looks through the chain of causes; ``retry.Retry.run`` is the one caller that types them."""
 
 from __future__ import annotations
 

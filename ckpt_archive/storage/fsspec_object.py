@@ -1,0 +1,104 @@
+"""Object stores through their async fsspec clients: s3fs, gcsfs, adlfs.
+
+Put-if-absent is the service's own conditional create, ``_pipe_file(mode="create")``: S3 sends
+``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure an ``If-None-Match`` condition; a loser
+gets ``FileExistsError``. Reads use ``start=0`` so s3fs sends one GET, not a sizing HEAD first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import fsspec
+
+from .base import Listing, ObjectKind
+from .failures import unless_absent
+from .fsspec_base import FsspecStore, protocols
+from .retry import Retry
+
+OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss", "adl"})
+
+
+class FsspecObjectStore(FsspecStore):
+    """An S3, GCS or Azure bucket (or a prefix in one) through its async fsspec filesystem."""
+
+    def __init__(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+        *,
+        retry: Retry | None = None,
+        object_kind: ObjectKind | None = None,
+    ) -> None:
+        super().__init__(fs, root, retry=retry, object_kind=object_kind)
+        # s3fs's ``_ls`` lists the parent again when a folder is empty (is it a file?): a second,
+        # possibly long LIST for every empty folder. Its ``_lsdir`` is the one LIST we want.
+        self.list_with_lsdir = "s3" in protocols(fs)
+        # the S3 API of multipart uploads, for ``abort_stale_uploads`` (gcsfs and adlfs have none)
+        self.multipart_uploads = hasattr(fs, "_call_s3")
+
+    @property
+    def server_side_copy(self) -> bool:
+        return True
+
+    async def _get(self, key: str, kind: str | None) -> bytes:
+        return bytes(await self.fs._cat_file(self.path(key), start=0))  # start=0: one GET, no sizing HEAD
+
+    async def _list_dir(self, prefix: str) -> list[str]:
+        path = self.path(prefix)
+        # adlfs ignores ``refresh`` (its flag is ``invalidate_cache``): drop the listing cache for all
+        self.fs.invalidate_cache(path)
+        if self.list_with_lsdir:
+            entries = [e["name"] for e in await self.fs._lsdir(path, refresh=True)]
+        else:
+            entries = await self.fs._ls(path, detail=False, refresh=True)
+        return self._names(path, entries)
+
+    async def _find(self, prefix: str) -> Listing:
+        return self._listing(await self.fs._find(self.path(prefix), detail=True))
+
+    async def _put(self, key: str, data: bytes) -> None:
+        await self.fs._pipe_file(self.path(key), data)
+
+    async def _create(self, key: str, data: bytes) -> bool:
+        try:
+            await self.fs._pipe_file(self.path(key), data, mode="create")
+        except FileExistsError:
+            return False
+        return True
+
+    async def _copy(self, src: str, dst: str) -> None:
+        await self.fs._cp_file(self.path(src), self.path(dst))
+
+    async def _delete(self, keys: Sequence[str]) -> None:
+        paths = [self.path(k) for k in keys]
+        with unless_absent():
+            await self.fs._rm(paths)
+
+    async def _delete_prefix(self, prefix: str) -> None:
+        path = self.path(prefix)
+        with unless_absent():
+            await self.fs._rm(path, recursive=True)
+
+    async def _abort_stale_uploads(self, before: datetime, owned: Callable[[str], bool]) -> int:
+        if not self.multipart_uploads:
+            return 0
+        bucket, _, prefix = self.root.partition("/")
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": f"{prefix}/" if prefix else ""}
+        aborted = 0
+        while True:
+            page = await self.fs._call_s3("list_multipart_uploads", **kwargs)
+            for upload in page.get("Uploads", []):
+                initiated, key = upload.get("Initiated"), str(upload.get("Key", ""))
+                if not key.startswith(kwargs["Prefix"]) or not owned(key[len(kwargs["Prefix"]) :]):
+                    continue  # not one of the archive's objects
+                if isinstance(initiated, datetime) and initiated.astimezone(UTC) <= before:
+                    await self.fs._call_s3(
+                        "abort_multipart_upload", Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"]
+                    )
+                    aborted += 1
+            if not page.get("IsTruncated"):
+                return aborted
+            kwargs.update(KeyMarker=page.get("NextKeyMarker"), UploadIdMarker=page.get("NextUploadIdMarker"))
