@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CheckpointError, UnsafeGcGrace
 from ..retention import GcReport
 from . import layout
-from .maintenance import Plan, commit_maintenance
 from .manifest import Manifest
 from .root import gc_floor
+from .writer import Fold, Plan
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
@@ -159,11 +159,11 @@ def _id_entry(key: str) -> bool:
 
 
 async def _purge(cp: ArchiveCheckpointer, thread_id: str, keys: set[str]) -> None:
-    async def plan(m: Manifest) -> Plan[None]:
+    async def plan(m: Manifest, attempt: int) -> Plan[None]:
         gone = sorted(k for k in keys if k in m.tombstones)
-        return ([{"action": "purge", "keys": gone}] if gone else []), [], None
+        return Plan([{"action": "purge", "keys": gone}] if gone else [], None)
 
-    await commit_maintenance(cp, thread_id, plan, fold_first=False, cache=False)
+    await cp.commit(thread_id, plan, fold=Fold.WITH_HINT, cache=False)
 
 
 async def _abort_multipart(cp: ArchiveCheckpointer, cutoff: datetime, report: GcReport) -> None:

@@ -15,7 +15,7 @@ full snapshot of that checkpoint, the only object the new thread needs.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,8 +24,9 @@ from ..model import RESERVED_PREFIX, Checkpoint, uuid7
 from ..retention import PINNED_KEY
 from . import layout
 from .chains import ChainReader
-from .maintenance import Plan, commit_maintenance, snapshot_ref, thread_of
+from .maintenance import snapshot_ref, thread_of
 from .manifest import Manifest, Record
+from .writer import Plan
 
 if TYPE_CHECKING:
     from .checkpointer import ArchiveCheckpointer
@@ -60,16 +61,8 @@ def _copied_ref(cp: ArchiveCheckpointer, dst: str, rec: Record, new_id: str, cop
     return {**ref, "key": key, "origin": ref.get("origin", rec["id"])}
 
 
-async def _plan_into(
-    cp: ArchiveCheckpointer,
-    dst: str,
-    m: Manifest,
-    actions: list[dict[str, Any]],
-    writes: list[Awaitable[None]],
-) -> None:
+def _into_new(dst: str, m: Manifest) -> None:
     if m.records:
-        for w in writes:
-            w.close()  # type: ignore[attr-defined]
         raise CheckpointConflict(f"thread {dst!r} already has checkpoints; copy into a new thread id")
 
 
@@ -88,17 +81,15 @@ async def fork(cp: ArchiveCheckpointer, checkpoint_id: str, new_thread_id: str) 
     rec = src.records[checkpoint_id]
     new_id = uuid7()
 
-    async def plan(m: Manifest) -> Plan[str]:
-        writes: list[Awaitable[None]] = []
+    async def plan(m: Manifest, attempt: int) -> Plan[str]:
+        copies: dict[str, str] = {}
+        objects: list[tuple[str, bytes]] = []
         if rec["ref"]["type"] == "snapshot":
-            copies: dict[str, str] = {}
             ref = _copied_ref(cp, new_thread_id, rec, new_id, copies)
-            writes += [cp.store.copy(a, b) for a, b in copies.items()]
             size = int(ref.get("size", 0))
         else:
             content = await cp._content_of(src, checkpoint_id)
             ref, objects, size = snapshot_ref(new_thread_id, {**rec, "id": new_id}, content, {})
-            writes.extend(cp.store.put(k, d) for k, d in objects)
         meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
         meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}
         record = {
@@ -113,12 +104,10 @@ async def fork(cp: ArchiveCheckpointer, checkpoint_id: str, new_thread_id: str) 
             "metadata": meta,
             "version": 1,
         }
-        writes.append(cp._write_index(new_thread_id, new_id))
-        actions = [{"action": "add", "record": record}]
-        await _plan_into(cp, new_thread_id, m, actions, writes)
-        return actions, writes, new_id
+        _into_new(new_thread_id, m)
+        return Plan([{"action": "add", "record": record}], new_id, objects=objects, copies=copies, ids=[new_id])
 
-    return await commit_maintenance(cp, new_thread_id, plan)
+    return await cp.commit(new_thread_id, plan)
 
 
 async def copy_thread(cp: ArchiveCheckpointer, src_thread: str, dst_thread: str) -> dict[str, str]:
@@ -133,7 +122,7 @@ async def copy_thread(cp: ArchiveCheckpointer, src_thread: str, dst_thread: str)
     src = await cp._manifest(src_thread)
     mapping = {cid: uuid7() for cid in src.records}
 
-    async def plan(m: Manifest) -> Plan[dict[str, str]]:
+    async def plan(m: Manifest, attempt: int) -> Plan[dict[str, str]]:
         copies: dict[str, str] = {}
         actions: list[dict[str, Any]] = []
         for cid, rec in src.records.items():
@@ -149,11 +138,9 @@ async def copy_thread(cp: ArchiveCheckpointer, src_thread: str, dst_thread: str)
             if rec["ref"]["type"] == "inline":
                 action["ops"] = src.inline.get(cid, [])
             actions.append(action)
-        writes: list[Awaitable[None]] = [cp.store.copy(a, b) for a, b in copies.items()]
-        writes += [cp._write_index(dst_thread, new_id) for new_id in mapping.values()]
-        await _plan_into(cp, dst_thread, m, actions, writes)
-        return actions, writes, mapping
+        _into_new(dst_thread, m)
+        return Plan(actions, mapping, copies=copies, ids=list(mapping.values()))
 
     if not src.records:
         return {}
-    return await commit_maintenance(cp, dst_thread, plan)
+    return await cp.commit(dst_thread, plan)

@@ -20,10 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import math
+import random
 import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from .. import codec, limits
 from .._sync import run_async, run_sync
@@ -49,8 +53,60 @@ from .parts import seal_parts
 from .root import manifest_ttl
 from .state_reader import StateReader
 
+T = TypeVar("T")
+
 _REFUSED = (StorageFull, ReadOnlyStorage, AccessDenied, BucketNotFound)
 """Storage errors that mean the request was refused, so a commit that raises one did not land."""
+
+
+@dataclass
+class Plan(Generic[T]):
+    """What a planner returns for one commit attempt: the commit's ``actions`` (none: nothing is
+    committed and ``result`` is returned as it is, e.g. an idempotent re-save or a dry run), what to
+    write before the commit (``objects`` put, server-side ``copies`` {from: to}, ``_ids`` entries of
+    checkpoint ``ids`` of the thread), and the caller's ``result``. Payloads are data, not coroutines,
+    so a plan that is not committed leaves nothing to close."""
+
+    actions: list[dict[str, Any]]
+    result: T
+    objects: list[tuple[str, bytes]] = field(default_factory=list)
+    copies: dict[str, str] = field(default_factory=dict)
+    ids: list[str] = field(default_factory=list)
+
+
+Planner = Callable[[Manifest, int], Awaitable[Plan[T]]]
+"""Plans one attempt against the manifest as read (``attempt`` counts from 0)."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """What a lost commit race does: re-read and re-plan at most ``attempts`` times (None: until the
+    planner returns nothing or raises), after a jittered sleep with the lock released (``backoff``)
+    or at once under the lock; once used up, ``CheckpointConflict(gave_up)``."""
+
+    attempts: int | None
+    backoff: bool
+    gave_up: str = ""
+
+
+SAVE = Retry(None, backoff=False)
+"""A save retries at once; its planner raises ``CheckpointConflict`` when the head moved."""
+ONCE = Retry(1, backoff=False, gave_up="thread {thread!r} changed while compacting; try again")
+MAINTENANCE = Retry(16, backoff=True, gave_up="thread {thread!r} kept changing during maintenance; try again later")
+"""Between attempts maintenance backs off (full jitter, 5 ms doubling up to 0.5 s), so a writer saving
+in a tight loop cannot win every race for as long as the attempts last."""
+
+
+class Fold(enum.Enum):
+    """What a landed commit publishes besides itself."""
+
+    IF_COMPACTED = "if-compacted"
+    """Save and compaction: the hint when ``hint_due`` (beside the commit in a version 2 archive), and
+    a fold of the manifest after a compaction."""
+    FIRST = "first"
+    """Maintenance: the fold, then the hint that names it, so the log before it is collectable at once."""
+    WITH_HINT = "with-hint"
+    """gc's own purge: fold and hint together (it would otherwise leave the fold it supersedes)."""
 
 
 class ArchiveWriter(StateReader):
@@ -74,19 +130,23 @@ class ArchiveWriter(StateReader):
         layout.id_key(cid)
         # every field of the record is checked here, before anything is written (no orphans)
         fields = self._record(checkpoint, self.content_digests(content, thread_id, (raw_state, raw_messages)))
-        async with self._lock(thread_id):
+        explicit = checkpoint.parent_id is not None or detached
+        started = 0.0
+        parent_id: str | None = None
+
+        async def known_head() -> Manifest:
             # The writer's cached view is its "known head": no read before the commit, whose
             # put-if-absent detects anyone who committed since.
+            nonlocal started
             seen = self._hint_heads.pop(thread_id, None)
             cached = self._manifests.get(thread_id)
             m = cached if cached is not None else await self._rooted(self._manifest(thread_id))
             await self._check_root(create=True)  # the first commit creates the archive, before any payload
-            explicit = checkpoint.parent_id is not None or detached
             if not self._fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
                 seen, m = m.head, await self._manifest(thread_id)
             started = time.monotonic()  # the manifest is at most manifest_ttl old, and no payload written
             if self._committed(m, checkpoint, fields):
-                return cid
+                return m
             if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
                 raise CheckpointConflict(
                     f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
@@ -94,50 +154,29 @@ class ArchiveWriter(StateReader):
                 )
             if explicit and not detached and checkpoint.parent_id not in m.records:
                 m = await self._manifest(thread_id)
-            index_written = False
-            while True:
-                if self._committed(m, checkpoint, fields):  # by this save's own earlier attempt, or a twin
-                    return cid
-                parent_id = checkpoint.parent_id if explicit else m.head
-                if not detached and parent_id is not None and parent_id not in m.records:
-                    raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
-                actions, objects, content = await self._prepare(
-                    m, checkpoint, parent_id, content, fields, detached=detached
+            return m
+
+        async def plan(m: Manifest, attempt: int) -> Plan[None]:
+            nonlocal parent_id
+            if self._committed(m, checkpoint, fields):  # by this save's own earlier attempt, or a twin
+                return Plan([], None)
+            if attempt and not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
+                raise CheckpointConflict(
+                    f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
+                    "writer last read it; reload and save again, or pass parent_id to fork"
                 )
-                entry = m.commit_entry(actions)  # refused (StateTooLarge) before any payload is written
-                writes = [self.store.put(key, data) for key, data in objects]
-                if not index_written:
-                    writes.append(self._write_index(thread_id, cid))
-                    index_written = True
-                await asyncio.gather(*writes)
-                stored = await self._stored_commit(entry)
-                new = m.copy()
-                new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
-                hint = hint_due(new.seq, actions)
-                try:
-                    landed = await self._commit(new, stored, hint=hint)
-                except CommitOutcomeUnknown:
-                    # the next save re-reads the log first (as after a long pause, keeping the known
-                    # head): a re-save of this checkpoint then finds it, before writing anything
-                    self._read_at[thread_id] = -math.inf
-                    raise
-                if landed:
-                    if time.monotonic() - started > manifest_ttl(self.gc_grace).total_seconds() / 2:
-                        await self._confirm(thread_id, cid, objects)
-                    break
-                m = await self._manifest(thread_id)
-                if cid in m.records:
-                    continue  # committed meanwhile: the loop's first check says by whom
-                if not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
-                    raise CheckpointConflict(
-                        f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
-                        "writer last read it; reload and save again, or pass parent_id to fork"
-                    )
-            self._manifests[thread_id] = new
-            self._read_at[thread_id] = time.monotonic()
+            parent_id = checkpoint.parent_id if explicit else m.head
+            if not detached and parent_id is not None and parent_id not in m.records:
+                raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
+            actions, objects = await self._prepare(m, checkpoint, parent_id, content, fields, detached=detached)
+            return Plan(actions, None, objects=objects, ids=[] if attempt else [cid])  # the _ids entry once
+
+        async def landed(new: Manifest, done: Plan[None]) -> None:
+            if time.monotonic() - started > manifest_ttl(self.gc_grace).total_seconds() / 2:
+                await self._confirm(thread_id, cid, done.objects)
             self._remember(state_key(new.records[cid]), content)
-            compacted = any(a["action"] == "compact" for a in actions)
-            await self._publish(new, stored, compacted=compacted, hint=hint and not self._hint_with_commit)
+
+        await self.commit(thread_id, plan, retry=SAVE, fold=Fold.IF_COMPACTED, first_read=known_head, landed=landed)
         return cid
 
     @staticmethod
@@ -174,17 +213,96 @@ class ArchiveWriter(StateReader):
             *(self.store.put(key, data) for key, data in objects), self._write_index(thread_id, checkpoint_id)
         )
 
-    async def _commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
-        """Create commit ``new.seq`` (put-if-absent of ``stored``). ``hint``: the head hint is due; in
-        an archive with a version 2 marker it is put at the same time (one round trip, not two), else
-        ``_publish`` puts it once the commit has landed. A hint whose commit loses the race names an
-        entry that is not the one at its ``seq``: readers check ``entry_sha256`` and ignore it
-        (FORMAT.md section 7); the next hint replaces it.
+    async def commit(
+        self,
+        thread_id: str,
+        plan: Planner[T],
+        *,
+        retry: Retry = MAINTENANCE,
+        cache: bool = True,
+        fold: Fold = Fold.FIRST,
+        first_read: Callable[[], Awaitable[Manifest]] | None = None,
+        landed: Callable[[Manifest, Plan[T]], Awaitable[None]] | None = None,
+    ) -> T:
+        """THE commit of a thread (save, compaction and every maintenance action): under the thread's
+        lock, read the manifest (``first_read`` for the first attempt: a save's known head), ``plan``
+        against it, build the commit entry (``StateTooLarge`` before anything is written), write the
+        payloads, create the entry put-if-absent; once it landed, ``landed`` (a slow save's check),
+        the caches and what ``fold`` publishes. A lost race re-reads and re-plans as ``retry`` says.
+
+        ``cache=False`` (gc): the manifest is read afresh and this instance's view of the thread is
+        left as it was, so its next save still detects the commits of other writers."""
+        attempt = 0
+        while True:
+            async with self._lock(thread_id):
+                while True:
+                    if attempt == 0 and first_read is not None:
+                        m = await first_read()
+                    else:
+                        m = await self._manifest(thread_id, cache=cache)
+                    planned = await plan(m, attempt)
+                    if not planned.actions:
+                        return planned.result
+                    routine = fold is Fold.IF_COMPACTED
+                    hint = not routine or hint_due(m.seq + 1, planned.actions)
+                    done = await self._attempt(m, planned, hint=hint and routine, cache=cache)
+                    if done is not None:
+                        new, stored, beside = done
+                        if landed is not None:
+                            await landed(new, planned)
+                        if cache:
+                            self._manifests[thread_id] = new
+                            self._read_at[thread_id] = time.monotonic()
+                        compacted = not routine or any(a["action"] == "compact" for a in planned.actions)
+                        await self._publish(
+                            new, stored, compacted=compacted, hint=hint and not beside, fold_first=fold is Fold.FIRST
+                        )
+                        return planned.result
+                    attempt += 1
+                    if retry.attempts is not None and attempt >= retry.attempts:
+                        raise CheckpointConflict(retry.gave_up.format(thread=thread_id))
+                    if retry.backoff:
+                        break  # sleep with the lock released
+            await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
+
+    async def _attempt(
+        self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool
+    ) -> tuple[Manifest, bytes, bool] | None:
+        """One attempt: (new manifest, stored entry, hint put beside it) once it landed, None if it lost.
+
+        ``hint``: a due hint may go out with the commit; in an archive with a version 2 marker it does
+        (one round trip, not two), else ``_publish`` puts it once the commit has landed."""
+        thread_id = m.thread_id
+        entry = m.commit_entry(planned.actions)  # refused (StateTooLarge) before any payload is written
+        await asyncio.gather(
+            *(self.store.put(key, data) for key, data in planned.objects),
+            *(self.store.copy(src, dst) for src, dst in planned.copies.items()),
+            *(self._write_index(thread_id, cid) for cid in planned.ids),
+        )
+        stored = await self._stored_commit(entry)
+        new = m.copy()
+        new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
+        beside = hint and self._hint_with_commit
+        try:
+            landed = await self._put_commit(new, stored, hint=beside)
+        except CommitOutcomeUnknown:
+            # the next save re-reads the log first (as after a long pause, keeping the known head): a
+            # re-save of this checkpoint then finds it, before writing anything
+            if cache:
+                self._read_at[thread_id] = -math.inf
+            raise
+        return (new, stored, beside) if landed else None
+
+    async def _put_commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
+        """Create commit ``new.seq`` (put-if-absent of ``stored``), with the head hint put at the same
+        time when ``hint``. A hint whose commit loses the race names an entry that is not the one at
+        its ``seq``: readers check ``entry_sha256`` and ignore it (FORMAT.md section 7); the next hint
+        replaces it.
 
         A failure that may have come after the entry landed (a lost reply, retries used up) raises
         ``CommitOutcomeUnknown``; only a refusal (full, read-only, denied, no bucket) is definite."""
         commit = self._create_commit(new, stored)
-        if not (hint and self._hint_with_commit):
+        if not hint:
             return await commit
         put_hint = asyncio.ensure_future(self._put_hint(new, stored))
         try:
@@ -201,7 +319,7 @@ class ArchiveWriter(StateReader):
             reason = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise CommitOutcomeUnknown(
                 f"commit {new.seq} of thread {new.thread_id!r} may or may not have landed ({reason}): "
-                "save the same checkpoint again to find out (a re-save is idempotent)"
+                "save the same checkpoint again to find out (a re-save, like a re-run of maintenance, is idempotent)"
             ) from exc
 
     async def _put_hint(self, m: Manifest, stored: bytes) -> None:
@@ -244,8 +362,8 @@ class ArchiveWriter(StateReader):
         fields: Record,
         *,
         detached: bool = False,
-    ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]], Content]:
-        """Actions of the commit, payload objects (key, bytes) to write before it, and the new content (``fields``: the
+    ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
+        """Actions of the commit and payload objects (key, bytes) to write before it (``fields``: the
         checked ``_record`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
         base a delta is taken against."""
         state, messages = content
@@ -298,7 +416,7 @@ class ArchiveWriter(StateReader):
             else:
                 record.update(ref={"type": "empty"}, bytes=0)
                 actions.append({"action": "add", "record": record})
-        return actions, objects, (state, messages)
+        return actions, objects
 
     def content_digests(
         self, content: Content, thread_id: str, raws: tuple[bytes, bytes] | None = None
@@ -407,22 +525,15 @@ class ArchiveWriter(StateReader):
     # -- maintenance -------------------------------------------------------------
     async def _compact(self, thread_id: str) -> bool:
         """Close the open segment now (end of a run): inline deltas to Parquet, fold the manifest."""
-        async with self._lock(thread_id):
-            m = await self._manifest(thread_id)
+
+        async def plan(m: Manifest, attempt: int) -> Plan[bool]:
             compact = self._compact_action(m)
             if compact is None:
-                return False
+                return Plan([], False)
             action, key, data = compact
-            await self.store.put(key, data)
-            entry = m.commit_entry([action])
-            stored = await self._stored_commit(entry)
-            new = m.copy()
-            new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
-            if not await self._commit(new, stored, hint=True):
-                raise CheckpointConflict(f"thread {thread_id!r} changed while compacting; try again")
-            self._manifests[thread_id] = new
-            await self._publish(new, stored, compacted=True, hint=not self._hint_with_commit)
-            return True
+            return Plan([action], True, objects=[(key, data)])
+
+        return await self.commit(thread_id, plan, retry=ONCE, fold=Fold.IF_COMPACTED)
 
     def compact(self, thread_id: str) -> bool:
         return run_sync(self._compact(thread_id))
