@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import ckpt_archive as ca
-from ckpt_archive.archive.root import gc_floor
 from ckpt_archive.archive.store import ObjectStore
+from ckpt_archive.engine import gc_floor
 from ckpt_archive.testing import S3Server
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,14 +1,15 @@
-"""The archive backend: layout, manifest, objects and the store over fsspec."""
+"""The archive: its format modules (layout, manifest, objects...), the store over fsspec, and the
+``ArchiveCheckpointer`` facade over the engine."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from ..ops.verify import Problem, RestoredState, VerifyReport
 from .checkpointer import DEFAULT_GC_GRACE, ArchiveCheckpointer
 from .crypto import Encryption
 from .store import ObjectStore, open_store
-from .verify import Problem, RestoredState, VerifyReport
 
 __all__ = [
     "ArchiveCheckpointer",

@@ -1,7 +1,7 @@
 """Manifest-driven maintenance of an archive: prune, remove, re-base, edit, pin.
 
 Every operation here is one *maintenance commit* on the thread's log, made by
-the one commit a save makes too (``ArchiveWriter.commit``): the plan is built
+the one commit a save makes too (``ThreadLog.commit``): the plan is built
 from the manifest as read, new payloads (re-based snapshots) are written first,
 then the commit entry is created; losing the race re-reads the log and plans
 again (``MAINTENANCE``: with backoff). Nothing is
@@ -20,19 +20,17 @@ import asyncio
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import codec, limits
+from ..archive import layout
+from ..archive.content import Content, paged_snapshot, state_key
+from ..archive.manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
+from ..engine import Engine, Plan
 from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
-from . import layout
-from .content import Content, paged_snapshot, state_key
-from .manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
-from .writer import Plan
-
-if TYPE_CHECKING:
-    from .checkpointer import ArchiveCheckpointer
+from . import reads
 
 
 def snapshot_ref(
@@ -63,21 +61,21 @@ def known_pages(m: Manifest) -> dict[str, dict[str, Any]]:
 
 
 async def rewrite_full(
-    cp: ArchiveCheckpointer, m: Manifest, rec: Record, content: Content, writes: list[tuple[str, bytes]]
+    engine: Engine, m: Manifest, rec: Record, content: Content, writes: list[tuple[str, bytes]]
 ) -> tuple[dict[str, Any], int]:
     """Plan a new full snapshot for ``rec`` (its objects appended to ``writes``): (record changes, bytes).
 
     The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
     """
-    if cp.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
+    if engine.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
         key = layout.rewrite_snapshot_key(m.thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-        data = cp.seal_snapshot(m.thread_id, rec["id"], content)
+        data = engine.contents.seal_snapshot(m.thread_id, rec["id"], content)
         ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
         objects, size = [(key, data)], len(data)
     else:
         ref, objects, size = snapshot_ref(m.thread_id, rec, content, known_pages(m))
     writes.extend(objects)
-    digest = cp.content_digests(content, m.thread_id)
+    digest = engine.contents.digests(content, m.thread_id)
     # an update merges into the record: a plain digest of the old content must not survive its encryption
     digest.update({name: None for name in ("state_sha256", "messages_sha256") if name in rec and name not in digest})
     return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
@@ -91,7 +89,7 @@ def _tombstone(before: dict[str, int], after: Iterable[Record], extra: dict[str,
 
 
 async def plan_removal(
-    cp: ArchiveCheckpointer, m: Manifest, remove: set[str], kept: Kept, *, dry_run: bool
+    engine: Engine, m: Manifest, remove: set[str], kept: Kept, *, dry_run: bool
 ) -> Plan[PruneReport]:
     """Actions removing ``remove`` from ``m`` chain-safely, and the report of it."""
     thread_id = m.thread_id
@@ -105,7 +103,7 @@ async def plan_removal(
     for cid, rec in after.items():
         if rec["kind"] != "delta" or rec.get("parent") not in remove:
             continue
-        change, size = await rewrite_full(cp, m, rec, await cp._content_of(m, cid), writes)
+        change, size = await rewrite_full(engine, m, rec, await engine.contents.content_of(m, cid), writes)
         actions.append({"action": "rebase", "id": cid, "set": change})
         after[cid] = {**rec, **change}
         report.rebased.append(cid)
@@ -120,37 +118,35 @@ async def plan_removal(
     return Plan([] if dry_run else actions, report, objects=writes)
 
 
-async def prune(
-    cp: ArchiveCheckpointer, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False
-) -> PruneReport:
+async def prune(engine: Engine, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False) -> PruneReport:
     layout.thread_dir(thread_id)
-    await cp._check_root()
+    await engine.root.check()
 
     async def plan(m: Manifest, attempt: int) -> Plan[PruneReport]:
         infos = [record_info(thread_id, rec) for rec in m.records.values()]
         kept = evaluate(policy, infos, datetime.now(UTC))
-        return await plan_removal(cp, m, set(m.records) - set(kept), kept, dry_run=dry_run)
+        return await plan_removal(engine, m, set(m.records) - set(kept), kept, dry_run=dry_run)
 
-    return await cp.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan)
 
 
 async def remove(
-    cp: ArchiveCheckpointer, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False
+    engine: Engine, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False
 ) -> PruneReport:
     """Remove exactly these checkpoints (ids not in the thread are ignored), keeping the rest loadable."""
     layout.thread_dir(thread_id)
-    await cp._check_root()
+    await engine.root.check()
     wanted = set(checkpoint_ids)
 
     async def plan(m: Manifest, attempt: int) -> Plan[PruneReport]:
         kept = {cid: ["not named"] for cid in m.records if cid not in wanted}
-        return await plan_removal(cp, m, wanted & set(m.records), kept, dry_run=dry_run)
+        return await plan_removal(engine, m, wanted & set(m.records), kept, dry_run=dry_run)
 
-    return await cp.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan)
 
 
 async def prune_all(
-    cp: ArchiveCheckpointer,
+    engine: Engine,
     policy: RetentionPolicy,
     *,
     shard: tuple[int, int] | None = None,
@@ -159,14 +155,14 @@ async def prune_all(
     dry_run: bool = False,
 ) -> list[PruneReport]:
     """Prune every thread (of one shard), ``concurrency`` threads at a time; reports in thread order."""
-    threads = [t for t in await cp._threads() if in_shard(t, shard)]
+    threads = [t for t in await reads.threads(engine) if in_shard(t, shard)]
     gate = asyncio.Semaphore(max(concurrency, 1))
     done = 0
 
     async def one(thread_id: str) -> PruneReport:
         nonlocal done
         async with gate:
-            report = await prune(cp, thread_id, policy, dry_run=dry_run)
+            report = await prune(engine, thread_id, policy, dry_run=dry_run)
         done += 1
         if progress is not None:
             progress(done, len(threads), report)
@@ -175,12 +171,12 @@ async def prune_all(
     return list(await asyncio.gather(*(one(t) for t in threads)))
 
 
-async def thread_of(cp: ArchiveCheckpointer, checkpoint_id: str) -> str:
-    await cp._check_root()
-    data = await cp.store.get_or_none(layout.id_key(checkpoint_id))
+async def thread_of(engine: Engine, checkpoint_id: str) -> str:
+    await engine.root.check()
+    data = await engine.store.get_or_none(layout.id_key(checkpoint_id))
     if data is not None:
         thread_id: str = unseal(data, f"id entry of {checkpoint_id!r}", kind="id entry")["thread_id"]
-        if checkpoint_id in (await cp._manifest(thread_id)).records:
+        if checkpoint_id in (await engine.log.manifest(thread_id)).records:
             return thread_id
     raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist")
 
@@ -192,9 +188,7 @@ def _record(m: Manifest, checkpoint_id: str) -> Record:
     return rec
 
 
-async def update_state(
-    cp: ArchiveCheckpointer, checkpoint_id: str, state: dict[str, Any], expected_version: int
-) -> int:
+async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int:
     """Replace a checkpoint's state if its version is still ``expected_version``; returns the new version.
 
     The edited checkpoint gets a full snapshot of its own; its direct delta
@@ -207,7 +201,7 @@ async def update_state(
     raw = codec.dumps(state)
     limits.check_state(len(raw))  # with the messages too: the snapshot's own check (limits)
     state = codec.loads(raw)
-    thread_id = await thread_of(cp, checkpoint_id)
+    thread_id = await thread_of(engine, checkpoint_id)
 
     async def plan(m: Manifest, attempt: int) -> Plan[tuple[int, list[Any]]]:
         rec = _record(m, checkpoint_id)
@@ -221,11 +215,11 @@ async def update_state(
         after = dict(m.records)
         for cid, child in m.records.items():
             if child.get("parent") == checkpoint_id and child["kind"] == "delta":
-                change, _ = await rewrite_full(cp, m, child, await cp._content_of(m, cid), writes)
+                change, _ = await rewrite_full(engine, m, child, await engine.contents.content_of(m, cid), writes)
                 actions.append({"action": "rebase", "id": cid, "set": change})
                 after[cid] = {**child, **change}
-        messages = (await cp._content_of(m, checkpoint_id))[1]  # an edit replaces the state only
-        change, _ = await rewrite_full(cp, m, rec, (state, messages), writes)
+        messages = (await engine.contents.content_of(m, checkpoint_id))[1]  # an edit replaces the state only
+        change, _ = await rewrite_full(engine, m, rec, (state, messages), writes)
         change["version"] = version + 1
         fields = rec.get("fields", {})
         if fields.get("protection") is not None:  # an edit is sanctioned: protect the new content anew
@@ -238,14 +232,14 @@ async def update_state(
             actions.append(tomb)
         return Plan(actions, (version + 1, messages), objects=writes)
 
-    new_version, messages = await cp.commit(thread_id, plan)
-    cp._remember(state_key(cp._manifests[thread_id].records[checkpoint_id]), (state, messages))
+    new_version, messages = await engine.log.commit(thread_id, plan)
+    engine.contents.remember(state_key(engine.log.manifests[thread_id].records[checkpoint_id]), (state, messages))
     return new_version
 
 
-async def set_pinned(cp: ArchiveCheckpointer, checkpoint_id: str, pinned: bool) -> bool:
+async def set_pinned(engine: Engine, checkpoint_id: str, pinned: bool) -> bool:
     """Pin or unpin (a metadata-only commit; the state and its version are untouched). True if changed."""
-    thread_id = await thread_of(cp, checkpoint_id)
+    thread_id = await thread_of(engine, checkpoint_id)
 
     async def plan(m: Manifest, attempt: int) -> Plan[bool]:
         rec = _record(m, checkpoint_id)
@@ -258,4 +252,4 @@ async def set_pinned(cp: ArchiveCheckpointer, checkpoint_id: str, pinned: bool) 
             meta.pop(PINNED_KEY, None)
         return Plan([{"action": "update", "id": checkpoint_id, "set": {"metadata": meta}}], True)
 
-    return await cp.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan)
