@@ -8,14 +8,15 @@ core (``_save``, ``_load``...) is what ``AsyncCoreCheckpointer`` turns into the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from .._sync import run_async, run_sync
-from ..engine import DEFAULT_GC_GRACE, Engine
+from ..engine import DEFAULT_GC_GRACE, Engine, Settings
 from ..model import Checkpoint
 from ..ops import copy, gc, maintenance, reads, save, verify
+from ..ops.maintenance import PruneAllOptions
 from ..ops.verify import RestoredState, VerifyReport
 from ..protocol import AsyncCoreCheckpointer, Ids, Infos
 from ..retention import GcReport, PruneReport, RetentionPolicy
@@ -24,8 +25,6 @@ from .crypto import Encryption
 from .store import ObjectStore
 
 __all__ = ["DEFAULT_GC_GRACE", "ArchiveCheckpointer", "state_key"]
-
-Progress = Callable[[int, int, PruneReport], None]
 
 
 class ArchiveCheckpointer(AsyncCoreCheckpointer):
@@ -38,26 +37,10 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     ``engine`` is the ``Engine`` the operations of ``ckpt_archive.ops`` take.
     """
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        *,
-        full_snapshot_interval: int = 10,
-        url: str | None = None,
-        state_cache: int = 32,
-        gc_grace: timedelta = DEFAULT_GC_GRACE,
-        encryption: Encryption | None = None,
-        create: bool = False,
-    ) -> None:
-        self.engine = Engine(
-            store,
-            full_snapshot_interval=full_snapshot_interval,
-            url=url,
-            state_cache=state_cache,
-            gc_grace=gc_grace,
-            encryption=encryption,
-            create=create,
-        )
+    def __init__(self, store: ObjectStore, *, state_cache: int = 32, **settings: Unpack[Settings]) -> None:
+        """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (1 h), ``encryption``,
+        ``create`` (as ``open_archive`` documents them); ``state_cache``: contents kept in memory."""
+        self.engine = Engine(store, state_cache=state_cache, **settings)
 
     @property
     def store(self) -> ObjectStore:
@@ -69,7 +52,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     @property
     def gc_grace(self) -> timedelta:
-        return self.engine.gc_grace
+        return self.engine.root.gc_grace
 
     @property
     def encryption(self) -> Encryption | None:
@@ -122,36 +105,13 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     async def aprune(self, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False) -> PruneReport:
         return await run_async(maintenance.prune(self.engine, thread_id, policy, dry_run=dry_run))
 
-    def prune_all(
-        self,
-        policy: RetentionPolicy,
-        *,
-        shard: tuple[int, int] | None = None,
-        concurrency: int = 8,
-        progress: Progress | None = None,
-        dry_run: bool = False,
-    ) -> list[PruneReport]:
-        """Prune every thread, or only shard ``(i, n)`` of them (stable, disjoint by thread-id hash)."""
-        return run_sync(
-            maintenance.prune_all(
-                self.engine, policy, shard=shard, concurrency=concurrency, progress=progress, dry_run=dry_run
-            )
-        )
+    def prune_all(self, policy: RetentionPolicy, **options: Unpack[PruneAllOptions]) -> list[PruneReport]:
+        """Prune every thread, or only shard ``(i, n)`` of them (stable, disjoint by thread-id hash);
+        ``options``: ``shard``, ``concurrency`` (8 threads at a time), ``progress``, ``dry_run``."""
+        return run_sync(maintenance.prune_all(self.engine, policy, **options))
 
-    async def aprune_all(
-        self,
-        policy: RetentionPolicy,
-        *,
-        shard: tuple[int, int] | None = None,
-        concurrency: int = 8,
-        progress: Progress | None = None,
-        dry_run: bool = False,
-    ) -> list[PruneReport]:
-        return await run_async(
-            maintenance.prune_all(
-                self.engine, policy, shard=shard, concurrency=concurrency, progress=progress, dry_run=dry_run
-            )
-        )
+    async def aprune_all(self, policy: RetentionPolicy, **options: Unpack[PruneAllOptions]) -> list[PruneReport]:
+        return await run_async(maintenance.prune_all(self.engine, policy, **options))
 
     def gc(self, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
         """Delete tombstoned, orphaned and superseded objects older than ``grace`` (default: gc_grace).

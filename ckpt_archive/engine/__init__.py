@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from .chains import ChainReader, Mode
 from .core import Engine
-from .log import MAINTENANCE, ONCE, SAVE, Fold, Plan, Planner, Retry, ThreadLog
-from .root import DEFAULT_GC_GRACE, MARKER_VERSION, gc_floor, manifest_ttl
+from .log import ThreadLog
+from .plan import MAINTENANCE, ONCE, SAVE, Fold, Plan, Planner, Retry
+from .root import DEFAULT_GC_GRACE, MARKER_VERSION, Settings, gc_floor, manifest_ttl
 
 __all__ = [
     "DEFAULT_GC_GRACE",
@@ -21,6 +22,7 @@ __all__ = [
     "Plan",
     "Planner",
     "Retry",
+    "Settings",
     "ThreadLog",
     "gc_floor",
     "manifest_ttl",

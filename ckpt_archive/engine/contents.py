@@ -37,14 +37,8 @@ class Contents:
         self.states: OrderedDict[str, Content] = OrderedDict()  # by state_key
         self.state_cache = state_cache
         self._hashers: OrderedDict[tuple[str, str], codec.PrefixHasher] = OrderedDict()
-
-    @property
-    def store(self) -> ObjectStore:
-        return self.root.store
-
-    @property
-    def encryption(self) -> Encryption | None:
-        return self.root.encryption
+        self.store: ObjectStore = root.store
+        self.encryption: Encryption | None = root.encryption
 
     @property
     def archive_id(self) -> str:

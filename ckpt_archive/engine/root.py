@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Awaitable
 from datetime import timedelta
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from .. import codec
 from ..archive import layout
@@ -48,6 +48,16 @@ head hint beside its commit, so a hint may name a commit that never landed (FORM
 Readers of earlier revisions, which would believe such a hint, refuse these archives
 (``UnsupportedFormatVersion``) rather than misread them; archives with a version 1 marker keep the hint
 after the commit."""
+
+
+class Settings(TypedDict, total=False):
+    """An archive's settings, as ``ArchiveCheckpointer`` and ``Engine`` pass them on to ``Root``."""
+
+    full_snapshot_interval: int
+    url: str | None
+    gc_grace: timedelta
+    encryption: Encryption | None
+    create: bool
 
 
 class Root:

@@ -189,15 +189,16 @@ async def _abort_multipart(engine: Engine, cutoff: datetime, report: GcReport) -
 def check_grace(engine: Engine, grace: timedelta | None, unsafe_no_writers: bool) -> timedelta:
     """The grace gc uses: ``grace``, by default the archive's ``gc_grace`` but never below ``gc_floor``;
     one below the floor only with ``unsafe_no_writers`` (like Delta Lake's VACUUM retention check)."""
-    floor = gc_floor(engine.gc_grace)
+    gc_grace = engine.root.gc_grace
+    floor = gc_floor(gc_grace)
     if grace is None:
-        return max(engine.gc_grace, floor)
+        return max(gc_grace, floor)
     if grace < timedelta(0):
         raise ValueError("grace must not be negative")
     if grace < floor and not unsafe_no_writers:
         raise UnsafeGcGrace(
             f"gc grace {grace.total_seconds():g} s is below {floor.total_seconds():g} s, the least that keeps "
-            f"running saves and reads of this archive (gc_grace {engine.gc_grace.total_seconds():g} s) whole: pass "
+            f"running saves and reads of this archive (gc_grace {gc_grace.total_seconds():g} s) whole: pass "
             "a longer grace, or unsafe_no_writers=True if no process is writing to or reading the archive"
         )
     return grace

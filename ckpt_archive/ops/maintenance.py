@@ -20,7 +20,7 @@ import asyncio
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import codec, limits
 from ..archive import layout
@@ -145,13 +145,25 @@ async def remove(
     return await engine.log.commit(thread_id, plan)
 
 
+Progress = Callable[[int, int, PruneReport], None]
+
+
+class PruneAllOptions(TypedDict, total=False):
+    """The options of ``prune_all`` (each with its default there), as the facade passes them on."""
+
+    shard: tuple[int, int] | None
+    concurrency: int
+    progress: Progress | None
+    dry_run: bool
+
+
 async def prune_all(
     engine: Engine,
     policy: RetentionPolicy,
     *,
     shard: tuple[int, int] | None = None,
     concurrency: int = 8,
-    progress: Callable[[int, int, PruneReport], None] | None = None,
+    progress: Progress | None = None,
     dry_run: bool = False,
 ) -> list[PruneReport]:
     """Prune every thread (of one shard), ``concurrency`` threads at a time; reports in thread order."""

@@ -30,8 +30,7 @@ from ..archive.manifest import Manifest, Record
 from ..archive.objects import encode_segment
 from ..chain import snapshot_due
 from ..delta import diff_checkpoint
-from ..engine import Engine
-from ..engine.log import ONCE, SAVE, Fold, Plan
+from ..engine import ONCE, SAVE, Engine, Fold, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
 from ..model import Checkpoint
 
