@@ -204,7 +204,7 @@ async def prepare(
         if enc is not None:  # no shared pages (of state or messages): their names would be digests of plaintext
             data = engine.contents.seal_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages))
         else:
-            known = known_pages(m, base)
+            known = parent_pages(m, base)
             data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
         objects.append((key, data))
         objects.extend(new_pages)
@@ -230,7 +230,7 @@ async def prepare(
     return actions, objects
 
 
-def known_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
+def parent_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
     """Pages already stored that the new snapshot may reuse: those of the parent chain's snapshot."""
     if parent_id is None:
         return {}
