@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from ..engine import DEFAULT_GC_GRACE
 from ..ops.verify import Problem, RestoredState, VerifyReport
-from .checkpointer import DEFAULT_GC_GRACE, ArchiveCheckpointer
+from .checkpointer import ArchiveCheckpointer
 from .crypto import Encryption
 from .store import ObjectStore, open_store
 

@@ -13,18 +13,17 @@ from datetime import timedelta
 from typing import Any, Unpack
 
 from .._sync import run_async, run_sync
-from ..engine import DEFAULT_GC_GRACE, Engine, Settings
+from ..engine import Engine, Settings
 from ..model import Checkpoint
 from ..ops import copy, gc, maintenance, reads, save, verify
 from ..ops.maintenance import PruneAllOptions
 from ..ops.verify import RestoredState, VerifyReport
 from ..protocol import AsyncCoreCheckpointer, Ids, Infos
 from ..retention import GcReport, PruneReport, RetentionPolicy
-from .content import state_key
 from .crypto import Encryption
 from .store import ObjectStore
 
-__all__ = ["DEFAULT_GC_GRACE", "ArchiveCheckpointer", "state_key"]
+__all__ = ["ArchiveCheckpointer"]
 
 
 class ArchiveCheckpointer(AsyncCoreCheckpointer):
