@@ -32,6 +32,7 @@ from .analysis.frames import states as history
 from .archive import ArchiveCheckpointer
 from .errors import CheckpointError, DuplicateCheckpointId
 from .model import Checkpoint
+from .ops.save import save
 
 EXPORT_FORMAT = "ckpt-archive-export"
 EXPORT_VERSION = 1
@@ -77,7 +78,7 @@ def replay(
                     f"thread {thread_id!r} already exists in the destination with other checkpoints; "
                     "delete it there first or copy to another archive"
                 )
-            run_sync(dest._save(ckpt, detached=detached))
+            run_sync(save(dest.engine, ckpt, detached=detached))
             report.copied += 1
         incoming.add(ckpt.checkpoint_id)
         if tick is not None:

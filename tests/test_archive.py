@@ -131,7 +131,7 @@ def test_chain_never_exceeds_interval_with_forks_and_irregular_steps(tmp_path: A
         parent = ids[i // 2] if i % 5 == 4 else None  # fork now and then
         ckpt = ca.Checkpoint.new("t", {"i": i, "hist": list(range(i))}, step=step, parent_id=parent)
         ids.append(archive.save(ckpt))
-    m = archive._manifests["t"]
+    m = archive.engine.log.manifests["t"]
     for cid in ids:
         assert len(m.chain(cid)) <= 4
         assert archive.load_by_id(cid) is not None
@@ -406,7 +406,7 @@ def test_delta_saves_write_the_hint_every_other_commit(s3_server: S3Server, s3_u
         assert s3_server.requests["LIST"] == 0
     assert sorted(costs) == [2] * 4 + [3] * 4, costs  # commit + id entry, and the hint every other save
     hint = unseal(fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"), "hint")
-    assert hint["seq"] == 29 and writer._manifests["t"].seq == 30  # the hint trails by one delta
+    assert hint["seq"] == 29 and writer.engine.log.manifests["t"].seq == 30  # the hint trails by one delta
     trips = RoundTrips(ca.open_store(s3_url, opts), latency=0.05)
     reader = ca.ArchiveCheckpointer(trips)
     s3_server.reset_counts()

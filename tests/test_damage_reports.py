@@ -64,7 +64,7 @@ def test_a_trailing_hint_is_not_a_problem(archive_url: Any, backend: str) -> Non
     url, opts = archive_url(backend)
     archive = ca.open_archive(url, storage_options=opts, full_snapshot_interval=4)
     chat(archive, "t", 2)
-    hint = run_sync(fresh(archive)._read_hint("t"))
+    hint = run_sync(fresh(archive).engine.log.read_hint("t"))
     assert hint is not None and hint["seq"] == 1
     assert fresh(archive).verify().ok
 

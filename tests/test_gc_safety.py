@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import ckpt_archive as ca
-from ckpt_archive.archive.root import gc_floor
+from ckpt_archive.engine import gc_floor
 from ckpt_archive.storage import ObjectStore, WrapperStore
 from ckpt_archive.testing import S3Server
 

@@ -92,7 +92,7 @@ def test_a_fresh_load_always_finds_the_manifest_head(steps: list[tuple[str, int]
             crash()
         else:
             run_sync(store.put(layout.head_key("t"), hints[arg % len(hints)]))
-        m = run_sync(fresh(archive)._manifest("t"))
+        m = run_sync(fresh(archive).engine.log.manifest("t"))
         head = m.records[m.head]
         loaded = fresh(archive).load("t")
         assert loaded is not None and loaded.checkpoint_id == head["id"], (kind, arg)

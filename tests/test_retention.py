@@ -203,7 +203,7 @@ def test_fork_and_copy_thread(archive_url: Make, backend: str) -> None:
     # only what the copy needs: the objects its records reference, nothing tombstoned
     dst_payload = {k for k in run_sync(archive.store.find("thread_id=dst")) if "/_log/" not in k}
     refs = fresh(archive)
-    m = run_sync(refs._manifest("dst"))
+    m = run_sync(refs.engine.log.manifest("dst"))
     assert dst_payload - {"thread_id=dst/_head.json"} == set(m.referenced_keys())
     archive.delete("src")
     reader = fresh(archive)

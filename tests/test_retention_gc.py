@@ -36,14 +36,14 @@ def test_reader_with_old_manifest_loads_until_gc_frees_bytes(archive_url: Make, 
     saved = chat(archive, "t", 30)
     archive.compact("t")
     reader = fresh(archive)
-    old = run_sync(reader._manifest("t")).copy()  # a reader in the middle of a load holds this manifest
+    old = run_sync(reader.engine.log.manifest("t")).copy()  # a reader in the middle of a load holds this manifest
     report = archive.prune("t", RP.keep_last(3))
     assert len(report.removed) == 27 and report.bytes_freed > 0
     after_prune = stored_bytes(archive)
 
     def old_read(ckpt: ca.Checkpoint) -> dict[str, Any]:
-        reader._states.clear()
-        return run_sync(reader._content_of(old, ckpt.checkpoint_id))[0]
+        reader.engine.contents.states.clear()
+        return run_sync(reader.engine.contents.content_of(old, ckpt.checkpoint_id))[0]
 
     for ckpt in saved[::5]:  # removed from the manifest, still on storage
         assert old_read(ckpt) == ckpt.state
@@ -59,7 +59,7 @@ def test_reader_with_old_manifest_loads_until_gc_frees_bytes(archive_url: Make, 
     assert assert_loads(archive, saved, "t") == {c.checkpoint_id for c in saved[-3:]}
     # nothing left to collect; purge committed
     assert fresh(archive).gc(grace=ZERO, unsafe_no_writers=True).objects_deleted == 0
-    assert run_sync(fresh(archive)._manifest("t")).tombstones == {}
+    assert run_sync(fresh(archive).engine.log.manifest("t")).tombstones == {}
 
 
 def test_gc_orphans_temp_files_and_ids_after_grace(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_edit_tombstones_replaced_snapshot(archive_url: Make, backend: str) -> N
     saved = chat(archive, "e", 7)
     target = saved[3]  # a full snapshot at step 3 with delta children
     archive.update_state(target.checkpoint_id, {"edited": True}, 1)
-    m = run_sync(fresh(archive)._manifest("e"))
+    m = run_sync(fresh(archive).engine.log.manifest("e"))
     assert any(f"000000000003-{target.checkpoint_id}.json.zst" in key for key in m.tombstones)
     report = archive.gc(grace=ZERO, unsafe_no_writers=True)
     assert report.tombstones_purged >= 1 and report.bytes_freed > 0
@@ -155,10 +155,10 @@ def test_shared_pages_survive_prune_gc_and_copy(archive_url: Make, backend: str)
     pages_before = {k for k in run_sync(archive.store.find("thread_id=long/pages"))}
     assert len(pages_before) >= 2
     report = archive.prune("long", RP.keep_last(2))
-    assert not any("/pages/" in k for k in run_sync(fresh(archive)._manifest("long")).tombstones)
+    assert not any("/pages/" in k for k in run_sync(fresh(archive).engine.log.manifest("long")).tombstones)
     archive.gc(grace=ZERO, unsafe_no_writers=True)
     assert {k for k in run_sync(archive.store.find("thread_id=long/pages"))} >= {
-        k for k in pages_before if k in run_sync(fresh(archive)._manifest("long")).referenced_keys()
+        k for k in pages_before if k in run_sync(fresh(archive).engine.log.manifest("long")).referenced_keys()
     }
     assert assert_loads(archive, saved, "long") == {c.checkpoint_id for c in saved[-2:]}
     assert report.rebased

@@ -31,7 +31,7 @@ def test_folds_stay_bounded_and_everything_reloads(tmp_path: Path) -> None:
     sizes = folds(tmp_path / "a", "long")
     assert len(sizes) > 25
     assert max(sizes[-10:]) < 2 * max(sizes[2:6])  # not growing with the thread
-    m = run_sync(fresh(archive)._manifest("long"))
+    m = run_sync(fresh(archive).engine.log.manifest("long"))
     assert len(m.sealed) >= 80 and sum(p["count"] for p in m.parts) == len(m.sealed)
     levels = [p["level"] for p in m.parts]
     assert max(levels) >= 1 and levels == sorted(levels, reverse=True)  # merged: few parts, big first
@@ -55,18 +55,18 @@ def test_overrides_removals_and_reseal_across_parts(tmp_path: Path) -> None:
     assert [i.checkpoint_id for i in reader.list("t")] == [
         c.checkpoint_id for c in saved if c.checkpoint_id != saved[20].checkpoint_id
     ]
-    old_parts = {p["key"] for p in run_sync(reader._manifest("t")).parts}
+    old_parts = {p["key"] for p in run_sync(reader.engine.log.manifest("t")).parts}
     archive.prune("t", RP.keep_last(5) | RP.keep_pinned())  # most sealed records go: re-seal
-    assert archive._manifests["t"].parts == []
+    assert archive.engine.log.manifests["t"].parts == []
     saved += chat(archive, "t", 20, start=60)  # the head hint now names the re-sealed fold
     expected = [saved[3].checkpoint_id] + [c.checkpoint_id for c in saved[-25:]]
     reader = fresh(archive)
-    m = run_sync(reader._manifest("t"))
+    m = run_sync(reader.engine.log.manifest("t"))
     assert m.parts and not {p["key"] for p in m.parts} & old_parts
     assert [i.checkpoint_id for i in reader.list("t")] == expected
     report = archive.gc(grace=timedelta(0), unsafe_no_writers=True)
     assert report.manifests > 0
-    in_use = run_sync(fresh(archive)._manifest("t")).parts + archive._manifests["t"].parts
+    in_use = run_sync(fresh(archive).engine.log.manifest("t")).parts + archive.engine.log.manifests["t"].parts
     left = {f"thread_id=t/_parts/{n}" for n in os.listdir(tmp_path / "a" / "thread_id=t" / "_parts")}
     assert left == {p["key"] for p in in_use} and not left & old_parts
     assert assert_loads(archive, saved, "t") == set(expected)
@@ -81,10 +81,10 @@ def test_merged_parts_drop_removed_records_and_take_overrides(tmp_path: Path) ->
     archive.remove("t", gone)
     archive.pin(saved[5].checkpoint_id)
     saved += chat(archive, "t", 80, start=30)
-    m = run_sync(fresh(archive)._manifest("t"))
+    m = run_sync(fresh(archive).engine.log.manifest("t"))
     assert any(p["level"] >= 1 for p in m.parts)
     assert not set(gone) & (m.sealed | set(m.records)) and not m.dirty & {saved[5].checkpoint_id}
     assert m.records[saved[5].checkpoint_id]["metadata"][ca.retention.PINNED_KEY] is True
-    assert list(m.records) == list(archive._manifests["t"].records)
+    assert list(m.records) == list(archive.engine.log.manifests["t"].records)
     kept = [c for c in saved if c.checkpoint_id not in gone]
     assert [c.state for c in fresh(archive).history("t")] == [c.state for c in kept]

@@ -1,14 +1,16 @@
-"""The archive backend: layout, manifest, objects and the store over fsspec."""
+"""The archive: its format modules (layout, manifest, objects...), the store over fsspec, and the
+``ArchiveCheckpointer`` facade over the engine."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
+from ..engine import DEFAULT_GC_GRACE
+from ..ops.verify import Problem, RestoredState, VerifyReport
 from ..storage import ObjectStore, open_store
-from .checkpointer import DEFAULT_GC_GRACE, ArchiveCheckpointer
+from .checkpointer import ArchiveCheckpointer
 from .crypto import Encryption
-from .verify import Problem, RestoredState, VerifyReport
 
 __all__ = [
     "ArchiveCheckpointer",

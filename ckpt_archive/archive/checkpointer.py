@@ -1,128 +1,186 @@
-"""ArchiveCheckpointer: the async core over an ObjectStore, with the sync facade inherited.
+"""ArchiveCheckpointer: the facade over an ``Engine``; each method calls one operation of ``ops``.
 
-Built in layers, each a module of its own (lowest first): ``root`` (settings,
-caches, archive marker), ``manifest_reader`` (hint, folded manifest, log),
-``state_reader`` (contents, rebuilt by ``chains``, the one chain replay, and
-cached), ``writer`` (the save protocol, compaction). This module adds the protocol's reads and ``delete``; the public
-integrity and maintenance methods come from ``integrity_api`` and
-``maintenance_api``.
+The engine (``ckpt_archive.engine``) owns the caches, the one commit (``ThreadLog.commit``) and the
+one replay (``ChainReader``); the operations (``ckpt_archive.ops``) are functions over it. The async
+core (``_save``, ``_load``...) is what ``AsyncCoreCheckpointer`` turns into the sync methods and their
+``a``-prefixed twins; the archive's own methods are each one ``run_sync`` / ``run_async`` of an op.
 """
 
 from __future__ import annotations
 
-from ..errors import CheckpointError, CorruptManifest
+from collections.abc import AsyncIterator, Iterable
+from datetime import timedelta
+from typing import Any, Unpack
+
+from .._sync import run_async, run_sync
+from ..engine import Engine, Settings
 from ..model import Checkpoint
-from ..protocol import Ids, Infos
-from . import layout
-from .batch import head_from_hint
-from .content import state_key
-from .integrity_api import IntegrityMixin
-from .maintenance_api import MaintenanceMixin
-from .manifest import id_entry_thread, unseal
-from .manifest import record_info as _info
-from .root import DEFAULT_GC_GRACE
-from .writer import ArchiveWriter
+from ..ops import copy, gc, maintenance, reads, save, verify
+from ..ops.maintenance import PruneAllOptions
+from ..ops.verify import RestoredState, VerifyReport
+from ..protocol import AsyncCoreCheckpointer, Ids, Infos
+from ..retention import GcReport, PruneReport, RetentionPolicy
+from ..storage import ObjectStore
+from .crypto import Encryption
 
-__all__ = ["DEFAULT_GC_GRACE", "ArchiveCheckpointer", "state_key"]
+__all__ = ["ArchiveCheckpointer"]
 
 
-class ArchiveCheckpointer(IntegrityMixin, MaintenanceMixin, ArchiveWriter):
+class ArchiveCheckpointer(AsyncCoreCheckpointer):
     """Checkpoints of many threads under one root of any fsspec filesystem.
 
     ``gc_grace`` is how long an object stays on storage after it stopped being
     referenced (and how old an unreferenced object must be before ``gc`` treats
     it as an orphan). A cached manifest older than half of it is re-read, so no
     instance ever acts on a manifest that ``gc`` may have cut the log under.
+    ``engine`` is the ``Engine`` the operations of ``ckpt_archive.ops`` take.
     """
 
+    def __init__(self, store: ObjectStore, *, state_cache: int = 32, **settings: Unpack[Settings]) -> None:
+        """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (1 h), ``encryption``,
+        ``create`` (as ``open_archive`` documents them); ``state_cache``: contents kept in memory."""
+        self.engine = Engine(store, state_cache=state_cache, **settings)
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.engine.store
+
+    @property
+    def url(self) -> str:
+        return self.engine.root.url
+
+    @property
+    def gc_grace(self) -> timedelta:
+        return self.engine.root.gc_grace
+
+    @property
+    def encryption(self) -> Encryption | None:
+        return self.engine.encryption
+
+    @property
+    def full_snapshot_interval(self) -> int:
+        return self.engine.root.full_snapshot_interval
+
+    # -- the protocol's async core -----------------------------------------------
+    async def _save(self, checkpoint: Checkpoint) -> str:
+        return await save.save(self.engine, checkpoint)
+
     async def _load(self, thread_id: str) -> Checkpoint | None:
-        layout.thread_dir(thread_id)  # validates the id
-        cached = self._manifests.get(thread_id)
-        if cached is None:
-            hint = await self._rooted(self._read_hint(thread_id))
-            found = None if hint is None else await head_from_hint(self, thread_id, hint)
-            if found is not None:
-                rec, content = found
-                self._hint_heads[thread_id] = rec["id"]  # the head this writer last read
-                return self._checkpoint(thread_id, rec, content)
-            m = await self._manifest(thread_id, hint=hint, hint_read=True)
-        else:
-            await self._check_root()
-            m = await self._manifest(thread_id)
-        if m.head is None:
-            return None
-        rec = m.records[m.head]
-        return self._checkpoint(thread_id, rec, await self._content_of(m, m.head))
+        return await reads.load(self.engine, thread_id)
 
     async def _load_by_id(self, checkpoint_id: str) -> Checkpoint | None:
-        data = await self._rooted(self.store.get_or_none(layout.id_key(checkpoint_id)))
-        if data is None:
-            return None
-        thread_id = id_entry_thread(data, checkpoint_id)
-        m = await self._manifest(thread_id)
-        rec = m.records.get(checkpoint_id)
-        if rec is None:
-            return None
-        return self._checkpoint(thread_id, rec, await self._content_of(m, checkpoint_id))
+        return await reads.load_by_id(self.engine, checkpoint_id)
 
     async def _list(self, thread_id: str) -> Infos:
-        layout.thread_dir(thread_id)
-        m = await self._rooted(self._manifest(thread_id))
-        return [_info(thread_id, rec) for rec in m.records.values()]
+        return await reads.infos(self.engine, thread_id)
 
     async def _threads(self) -> Ids:
-        return sorted((await self._thread_folders())[0])
-
-    async def _thread_folders(self) -> tuple[list[str], dict[str, CheckpointError]]:
-        """(thread ids, {folder: why} for folders whose thread id cannot be read).
-
-        A folder named by the sha256 of a long id is named by its head hint or, when the hint is
-        unusable, by its first commit (never collected): a damaged document of one thread never
-        hides the others. ``verify`` reports the folders left unnamed."""
-        await self._check_root()
-        out, unnamed = [], {}
-        for name in await self.store.list_dir(""):
-            if not name.startswith(layout.THREAD_PREFIX):
-                continue
-            thread = layout.decode_id(name[len(layout.THREAD_PREFIX) :])
-            if thread is None:
-                try:
-                    thread = await self._hashed_thread(name)
-                except CheckpointError as exc:
-                    unnamed[name] = exc
-                    continue
-                if thread is None:  # neither hint nor commit: nothing was ever committed there
-                    continue
-            out.append(thread)
-        return out, unnamed
-
-    async def _hashed_thread(self, folder: str) -> str | None:
-        """The thread id that a hashed folder's hint or first commit records (it must hash to the folder)."""
-        failure: CheckpointError | None = None
-        for what, kind, key in (
-            ("head hint", "head hint", f"{folder}/_head.json"),
-            ("commit 1", "commit entry", f"{folder}/_log/{1:020d}.json"),
-        ):
-            data = await self.store.get_or_none(key)  # the commit only when the hint does not do
-            if data is None:
-                continue
-            try:
-                thread = unseal(data, f"{what} in {folder!r}", key=key, kind=kind).get("thread_id")
-                if isinstance(thread, str) and thread and layout.thread_dir(thread) == folder:
-                    return thread
-                raise CorruptManifest(f"{what} names another thread ({thread!r})", key=key)
-            except CheckpointError as exc:
-                failure = failure or exc
-        if failure is not None:
-            raise failure
-        return None
+        return await reads.threads(self.engine)
 
     async def _delete(self, thread_id: str) -> None:
-        await self._check_root()
-        m = await self._manifest(thread_id)
-        await self.store.delete([layout.id_key(cid) for cid in m.records])
-        await self.store.delete_prefix(layout.thread_dir(thread_id))
-        self._manifests.pop(thread_id, None)
-        self._folded_seq.pop(thread_id, None)
-        for rec in m.records.values():
-            self._states.pop(state_key(rec), None)
+        await reads.delete(self.engine, thread_id)
+
+    async def _update_state(self, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int:
+        return await maintenance.update_state(self.engine, checkpoint_id, state, expected_version)
+
+    def _history(self, thread_id: str) -> AsyncIterator[Checkpoint]:
+        return reads.history(self.engine, thread_id)
+
+    async def _remove(self, thread_id: str, checkpoint_ids: Iterable[str], dry_run: bool) -> PruneReport:
+        return await maintenance.remove(self.engine, thread_id, checkpoint_ids, dry_run=dry_run)
+
+    # -- compaction and retention ------------------------------------------------
+    def compact(self, thread_id: str) -> bool:
+        """Close the open segment now (end of a run): inline deltas to Parquet, fold the manifest."""
+        return run_sync(save.compact(self.engine, thread_id))
+
+    async def acompact(self, thread_id: str) -> bool:
+        return await run_async(save.compact(self.engine, thread_id))
+
+    def prune(self, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False) -> PruneReport:
+        """Remove the thread's checkpoints ``policy`` does not keep (the newest always stays)."""
+        return run_sync(maintenance.prune(self.engine, thread_id, policy, dry_run=dry_run))
+
+    async def aprune(self, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False) -> PruneReport:
+        return await run_async(maintenance.prune(self.engine, thread_id, policy, dry_run=dry_run))
+
+    def prune_all(self, policy: RetentionPolicy, **options: Unpack[PruneAllOptions]) -> list[PruneReport]:
+        """Prune every thread, or only shard ``(i, n)`` of them (stable, disjoint by thread-id hash);
+        ``options``: ``shard``, ``concurrency`` (8 threads at a time), ``progress``, ``dry_run``."""
+        return run_sync(maintenance.prune_all(self.engine, policy, **options))
+
+    async def aprune_all(self, policy: RetentionPolicy, **options: Unpack[PruneAllOptions]) -> list[PruneReport]:
+        return await run_async(maintenance.prune_all(self.engine, policy, **options))
+
+    def gc(self, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
+        """Delete tombstoned, orphaned and superseded objects older than ``grace`` (default: gc_grace).
+
+        A grace below ``gc_floor(gc_grace)`` (2 s for a gc_grace of 0, gc_grace itself from 2 s on) would
+        delete what a running save is about to commit: it raises ``UnsafeGcGrace`` unless
+        ``unsafe_no_writers=True`` says that no process is writing to or reading the archive."""
+        return run_sync(gc.gc(self.engine, grace=grace, unsafe_no_writers=unsafe_no_writers))
+
+    async def agc(self, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
+        return await run_async(gc.gc(self.engine, grace=grace, unsafe_no_writers=unsafe_no_writers))
+
+    def pin(self, checkpoint_id: str) -> bool:
+        """Mark a checkpoint pinned (``keep_pinned()`` keeps it); True if it was not pinned before."""
+        return run_sync(maintenance.set_pinned(self.engine, checkpoint_id, True))
+
+    async def apin(self, checkpoint_id: str) -> bool:
+        return await run_async(maintenance.set_pinned(self.engine, checkpoint_id, True))
+
+    def unpin(self, checkpoint_id: str) -> bool:
+        return run_sync(maintenance.set_pinned(self.engine, checkpoint_id, False))
+
+    async def aunpin(self, checkpoint_id: str) -> bool:
+        return await run_async(maintenance.set_pinned(self.engine, checkpoint_id, False))
+
+    # -- copies ----------------------------------------------------------------------
+    def fork(self, checkpoint_id: str, new_thread_id: str) -> str:
+        """Start a new thread at a copy of the checkpoint; returns the new checkpoint's id."""
+        return run_sync(copy.fork(self.engine, checkpoint_id, new_thread_id))
+
+    async def afork(self, checkpoint_id: str, new_thread_id: str) -> str:
+        return await run_async(copy.fork(self.engine, checkpoint_id, new_thread_id))
+
+    def copy_thread(self, src_thread_id: str, dst_thread_id: str) -> dict[str, str]:
+        """Copy a whole thread (server-side object copies); returns {old checkpoint id: new id}."""
+        return run_sync(copy.copy_thread(self.engine, src_thread_id, dst_thread_id))
+
+    async def acopy_thread(self, src_thread_id: str, dst_thread_id: str) -> dict[str, str]:
+        return await run_async(copy.copy_thread(self.engine, src_thread_id, dst_thread_id))
+
+    # -- integrity -------------------------------------------------------------------
+    def verify(self, thread_id: str | None = None) -> VerifyReport:
+        """Check every object of the archive (or one thread); reports *every* problem, raises none."""
+        return run_sync(verify.verify_archive(self.engine, thread_id))
+
+    async def averify(self, thread_id: str | None = None) -> VerifyReport:
+        return await run_async(verify.verify_archive(self.engine, thread_id))
+
+    def validate_integrity(self, checkpoint_id: str) -> None:
+        """Prove one checkpoint: every object of its chain re-read, digest-checked, and its state rebuilt
+        and compared with the digest recorded at save. Raises the typed ``IntegrityError``
+        (``DigestMismatch``, ``TruncatedObject``, ``MissingObject``, ``BrokenChain``, ``CorruptManifest``)
+        or ``CheckpointNotFound``."""
+        run_sync(verify.validate(self.engine, checkpoint_id))
+
+    async def avalidate_integrity(self, checkpoint_id: str) -> None:
+        await run_async(verify.validate(self.engine, checkpoint_id))
+
+    def try_restore_state(self, checkpoint_id: str) -> dict[str, Any]:
+        """The checkpoint's state, only once proven as ``validate_integrity`` does; raises otherwise."""
+        return run_sync(verify.validate(self.engine, checkpoint_id))
+
+    async def atry_restore_state(self, checkpoint_id: str) -> dict[str, Any]:
+        return await run_async(verify.validate(self.engine, checkpoint_id))
+
+    def restore_state(self, checkpoint_id: str) -> RestoredState:
+        """Explicitly lenient: the state even when digest or size checks fail, with ``unproven`` saying
+        which. Still raises when the state cannot be decoded at all (missing object, broken chain,
+        garbage bytes): it never invents or empties a state."""
+        return run_sync(verify.restore(self.engine, checkpoint_id))
+
+    async def arestore_state(self, checkpoint_id: str) -> RestoredState:
+        return await run_async(verify.restore(self.engine, checkpoint_id))

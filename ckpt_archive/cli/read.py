@@ -15,6 +15,7 @@ from ..archive import ArchiveCheckpointer
 from ..delta import diff
 from ..errors import CheckpointError
 from ..model import Checkpoint, CheckpointInfo
+from ..ops.reads import thread_folders
 from ._common import (
     ConfigOpt,
     DebugOpt,
@@ -44,7 +45,7 @@ def listed(
     cannot be read at all is reported under its folder name."""
     unnamed: dict[str, CheckpointError] = {}
     if threads is None:
-        names, unnamed = run_sync(archive._thread_folders())
+        names, unnamed = run_sync(thread_folders(archive.engine))
         names.sort()
     else:
         names = threads

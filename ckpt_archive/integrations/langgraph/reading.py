@@ -1,7 +1,7 @@
 """The read side of ``ArchiveSaver``: states, listings and tuples, read with as few round trips as it can.
 
 A ``get_tuple`` or ``list`` call carries a ``Reads``: each archive thread's manifest is read once, the
-states of the checkpoints it returns are built in one walk (``archive.batch``), and their pending
+states of the checkpoints it returns are built in one walk (``ops.reads.contents``), and their pending
 writes come from one recursive LIST per thread (or, for a single checkpoint, are read while the
 manifest is). States are immutable per archive checkpoint id, so caching them is always safe.
 """
@@ -19,10 +19,9 @@ from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...archive import ArchiveCheckpointer
-from ...archive.batch import contents, head_from_hint, head_guess, listing, warm_head
-from ...archive.manifest import Manifest, record_info
 from ...errors import InvalidIdentifier
 from ...model import CheckpointInfo
+from ...ops.reads import Manifest, contents, head_from_hint, head_guess, listing, record_info, warm_head
 from ...storage import ObjectStore
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, restore_checkpoint, restore_metadata, split_thread
@@ -132,21 +131,21 @@ class SaverReads:
 
     async def infos(self, at: str, reads: Reads) -> list[CheckpointInfo]:
         """An archive thread's listing; its manifest is kept in ``reads`` for the states read next."""
-        m, infos = await listing(self.archive, at)
+        m, infos = await listing(self.archive.engine, at)
         reads.manifests[at] = m
         return infos
 
     async def states(
         self, at: str, checkpoint_ids: Sequence[str], m: Manifest | None = None
     ) -> dict[str, dict[str, Any]]:
-        """States of several checkpoints of one archive thread, built in one walk (``archive.batch``).
+        """States of several checkpoints of one archive thread, built in one walk (``ops.reads.contents``).
 
         States are shared with the archive's cache and never mutated: ``build_state`` makes new
         dicts and ``restore_checkpoint`` copies what it hands to LangGraph."""
         out = {c: self._states[c] for c in checkpoint_ids if c in self._states}
         missing = [c for c in checkpoint_ids if c not in out]
         if missing:
-            for cid, (state, _) in (await contents(self.archive, at, missing, m)).items():
+            for cid, (state, _) in (await contents(self.archive.engine, at, missing, m)).items():
                 self.remember(cid, state)
                 out[cid] = state
         return out
@@ -218,13 +217,13 @@ class SaverReads:
             if wanted:
                 reads.start_writes(self.store, at, wanted)
             else:
-                head, hint = await head_guess(self.archive, at)
+                head, hint = await head_guess(self.archive.engine, at)
                 hint_read = True  # or the manifest is cached, which makes the hint moot
                 if head is not None:
                     reads.start_writes(self.store, at, lg_ids(head)[0])
                 if hint is not None and head is not None and is_top(head):
                     # the hint's head is LangGraph's latest if no commit followed it: no manifest read
-                    fast = await head_from_hint(self.archive, at, hint)
+                    fast = await head_from_hint(self.archive.engine, at, hint)
                     if fast is not None and is_top(top := record_info(at, fast[0])):
                         state = fast[1][0]
                         self.remember(top.checkpoint_id, state)
@@ -233,9 +232,11 @@ class SaverReads:
                         entries = await reads.early.pop((at, lg_ids(top)[0]))
                         return self._tuple(at, top, state, entries, SerdeCodec(self.serde, reads.raw))
             if hint is not None:
-                (m, infos), _ = await asyncio.gather(listing(self.archive, at, hint), warm_head(self.archive, at, hint))
+                (m, infos), _ = await asyncio.gather(
+                    listing(self.archive.engine, at, hint), warm_head(self.archive.engine, at, hint)
+                )
             else:
-                m, infos = await listing(self.archive, at, hint_read=hint_read)
+                m, infos = await listing(self.archive.engine, at, hint_read=hint_read)
             reads.manifests[at] = m
             index = by_lg_id(infos)
             info = index.get(wanted) if wanted else (index[max(index)] if index else None)

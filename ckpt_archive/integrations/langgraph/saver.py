@@ -32,9 +32,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
-from ...archive.batch import cached_head
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint, uuid7
+from ...ops.reads import cached_head
 from . import writes as W
 from .encoding import (
     LG_KEY,
@@ -149,7 +149,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         # Appending to the head (the usual step) is saved as an append, which fails with a conflict
         # if the thread moved on, so ``top`` -- "no checkpoint of the thread has a greater LangGraph
         # id" -- is exact when committed; a fork never claims it (see reading.py, get_tuple).
-        head = cached_head(self.archive, at)
+        head = cached_head(self.archive.engine, at)
         appending = head.checkpoint_id == parent_cid if head is not None else parent_cid is None
         if appending and (head is None or (is_top(head) and checkpoint["id"] > lg_ids(head)[0])):
             lg["top"] = True

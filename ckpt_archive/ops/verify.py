@@ -7,7 +7,7 @@
   into a ``VerifyReport`` instead of stopping at the first.
 * Contents are rebuilt by the one chain replay (``chains.ChainReader``) in its
   ``REPORT`` mode, from freshly read objects (no cache); the integrity API
-  (``integrity_api``) uses its ``STRICT`` and ``LENIENT`` modes for one checkpoint.
+  (``validate``, ``restore``) uses its ``STRICT`` and ``LENIENT`` modes for one checkpoint.
 """
 
 from __future__ import annotations
@@ -16,9 +16,14 @@ import asyncio
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import codec
+from ..archive import layout
+from ..archive.manifest import Manifest, Record, id_entry_thread, unseal
+from ..archive.parts import read_folded
+from ..archive.schema import check_hint
+from ..engine import Engine, Mode
 from ..errors import (
     BrokenChain,
     CheckpointError,
@@ -29,14 +34,7 @@ from ..errors import (
     ObjectTooLarge,
     UnsupportedFormatVersion,
 )
-from . import layout
-from .chains import ChainReader, Mode
-from .manifest import Manifest, Record, id_entry_thread, unseal
-from .parts import read_folded
-from .schema import check_hint
-
-if TYPE_CHECKING:
-    from .checkpointer import ArchiveCheckpointer
+from .reads import thread_folders
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,24 +96,43 @@ class RestoredState:
 
 
 # -- one checkpoint ---------------------------------------------------------------
-async def locate(cp: ArchiveCheckpointer, checkpoint_id: str) -> tuple[Manifest, str]:
+async def locate(engine: Engine, checkpoint_id: str) -> tuple[Manifest, str]:
     """The manifest of the thread holding ``checkpoint_id`` (via its ``_ids`` entry)."""
     key = layout.id_key(checkpoint_id)
-    data = await cp.store.get_or_none(key)
+    data = await engine.store.get_or_none(key)
     if data is None:
         raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is not in this archive")
     thread_id = id_entry_thread(data, checkpoint_id)
-    m = await cp._manifest(thread_id)
+    m = await engine.log.manifest(thread_id)
     if checkpoint_id not in m.records:
         raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is not in thread {thread_id!r}")
     return m, thread_id
 
 
+async def replayed(engine: Engine, checkpoint_id: str, mode: Mode) -> RestoredState:
+    """The checkpoint rebuilt from freshly read objects (the state cache neither serves nor keeps it)."""
+    await engine.root.check()
+    m, thread_id = await locate(engine, checkpoint_id)
+    reader = engine.contents.reader(thread_id, mode=mode, cache=False)
+    state, messages = await reader.content(m.chain(checkpoint_id), m.inline)
+    return RestoredState(thread_id, checkpoint_id, state, tuple(reader.notes), messages)
+
+
+async def validate(engine: Engine, checkpoint_id: str) -> dict[str, Any]:
+    """The state of a checkpoint proven strictly (``validate_integrity``, ``try_restore_state``)."""
+    return (await replayed(engine, checkpoint_id, Mode.STRICT)).state
+
+
+async def restore(engine: Engine, checkpoint_id: str) -> RestoredState:
+    """The state of a checkpoint, leniently (``restore_state``)."""
+    return await replayed(engine, checkpoint_id, Mode.LENIENT)
+
+
 # -- the whole archive ------------------------------------------------------------
-async def verify_archive(cp: ArchiveCheckpointer, thread_id: str | None = None) -> VerifyReport:
+async def verify_archive(engine: Engine, thread_id: str | None = None) -> VerifyReport:
     report = VerifyReport()
     try:
-        await cp._check_root()
+        await engine.root.check()
     except CheckpointError as exc:
         report.problems.append(Problem.of(exc))
         return report
@@ -124,7 +141,7 @@ async def verify_archive(cp: ArchiveCheckpointer, thread_id: str | None = None) 
         threads = [thread_id]
     else:
         try:
-            threads, unnamed = await cp._thread_folders()
+            threads, unnamed = await thread_folders(engine)
         except CheckpointError as exc:
             report.problems.append(Problem.of(exc))
             return report
@@ -134,21 +151,21 @@ async def verify_archive(cp: ArchiveCheckpointer, thread_id: str | None = None) 
         threads.sort()
     for thread in threads:
         report.threads += 1
-        await _verify_thread(cp, thread, report)
+        await _verify_thread(engine, thread, report)
     return report
 
 
-async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: VerifyReport) -> None:
+async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -> None:
     tdir = layout.thread_dir(thread_id)
-    found = await cp.store.find(tdir)
-    m = await _fold_log(cp, thread_id, found, report)
+    found = await engine.store.find(tdir)
+    m = await _fold_log(engine, thread_id, found, report)
     if m is None:
         return
     try:  # an oversized hint is refused by the store itself, before it is read
-        hint = await cp.store.get_or_none(layout.head_key(thread_id))
+        hint = await engine.store.get_or_none(layout.head_key(thread_id))
         if hint is not None:
             doc = unseal(hint, "head hint", thread_id=thread_id, key=layout.head_key(thread_id), kind="head hint")
-            await _check_hint(cp, doc, m)
+            await _check_hint(engine, doc, m)
     except (CorruptManifest, UnsupportedFormatVersion, MissingCommit, ObjectTooLarge) as exc:
         report.problems.append(Problem.of(exc, thread_id))
     referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
@@ -164,17 +181,17 @@ async def _verify_thread(cp: ArchiveCheckpointer, thread_id: str, report: Verify
         and "/_parts/" not in k
         and k != layout.head_key(thread_id)
     )
-    await _verify_states(cp, m, report)
-    await _verify_ids(cp, m, report)
+    await _verify_states(engine, m, report)
+    await _verify_ids(engine, m, report)
 
 
-async def _check_hint(cp: ArchiveCheckpointer, doc: dict[str, Any], m: Manifest) -> None:
+async def _check_hint(engine: Engine, doc: dict[str, Any], m: Manifest) -> None:
     """A hint may trail the log (``HINT_LAG``, or two writers), never lead it: a hint naming a commit
     past the newest one is the only trace a crashed save or a deleted newest commit leaves (unless
     that commit landed while this verify ran: it is looked for once more)."""
     check_hint(doc, m.thread_id)
     seq = int(doc["seq"])
-    if seq > m.seq and await cp.store.get_or_none(layout.log_key(m.thread_id, seq)) is None:
+    if seq > m.seq and await engine.store.get_or_none(layout.log_key(m.thread_id, seq)) is None:
         chain = doc.get("chain") or [{}]
         raise MissingCommit(
             f"head hint names commit {seq}, but the log ends at {m.seq}: either a save crashed after "
@@ -186,9 +203,7 @@ async def _check_hint(cp: ArchiveCheckpointer, doc: dict[str, Any], m: Manifest)
         )
 
 
-async def _fold_log(
-    cp: ArchiveCheckpointer, thread_id: str, found: dict[str, Any], report: VerifyReport
-) -> Manifest | None:
+async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], report: VerifyReport) -> Manifest | None:
     """Fold every commit entry; check each folded manifest against the fold of the commits."""
     log_dir = f"{layout.thread_dir(thread_id)}/_log/"
     names = [k[len(log_dir) :] for k in found if k.startswith(log_dir)]
@@ -199,7 +214,7 @@ async def _fold_log(
     last = max(commits + folded)
     entry_keys = [layout.log_key(thread_id, s) for s in range(1, last + 1)]
     fold_keys = [layout.manifest_key(thread_id, s) for s in folded]
-    datas = await cp.store.get_many(entry_keys + fold_keys)
+    datas = await engine.store.get_many(entry_keys + fold_keys)
     entries, folds = datas[: len(entry_keys)], dict(zip(folded, datas[len(entry_keys) :], strict=True))
     good_folds: dict[int, Manifest] = {}
     for s, data in folds.items():
@@ -207,7 +222,7 @@ async def _fold_log(
         try:
             if data is None:
                 raise MissingObject("folded manifest vanished while verifying", thread_id=thread_id, key=key)
-            good_folds[s] = await read_folded(cp.store, thread_id, data, f"manifest {s}", key=key, seq=s)
+            good_folds[s] = await read_folded(engine.store, thread_id, data, f"manifest {s}", key=key, seq=s)
         except CheckpointError as exc:
             report.problems.append(Problem.of(exc, thread_id))
     m: Manifest | None = Manifest(thread_id)
@@ -252,11 +267,11 @@ def _records(m: Manifest) -> Any:
     return codec.dumps([m.head, dict(m.records)])
 
 
-async def _verify_states(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport) -> None:
+async def _verify_states(engine: Engine, m: Manifest, report: VerifyReport) -> None:
     """Rebuild every checkpoint, parent before child, from objects read once (one batch) and checked
     once: a damaged object is reported once (as what it is), and every checkpoint that needs it,
     directly or through its chain, as a ``BrokenChain``."""
-    reader = ChainReader(cp, m.thread_id, mode=Mode.REPORT, cache=False, walk=True)
+    reader = engine.contents.reader(m.thread_id, mode=Mode.REPORT, cache=False, walk=True)
     await reader.fetch(reader.needed(_chains(m)))
     async for _rec, _content in reader.each(m):
         report.checkpoints += 1
@@ -270,9 +285,9 @@ def _chains(m: Manifest) -> Iterator[list[Record]]:
             yield m.chain(cid)
 
 
-async def _verify_ids(cp: ArchiveCheckpointer, m: Manifest, report: VerifyReport) -> None:
+async def _verify_ids(engine: Engine, m: Manifest, report: VerifyReport) -> None:
     ids = list(m.records)
-    datas = await asyncio.gather(*(cp.store.get_or_none(layout.id_key(cid)) for cid in ids))
+    datas = await asyncio.gather(*(engine.store.get_or_none(layout.id_key(cid)) for cid in ids))
     for cid, data in zip(ids, datas, strict=True):
         key = layout.id_key(cid)
         try:

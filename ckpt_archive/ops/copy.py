@@ -1,9 +1,4 @@
-"""Reading a thread's whole history, and copying checkpoints into new threads (fork, copy_thread).
-
-``iter_history`` walks the manifest in commit order with the one chain replay
-(``chains.ChainReader.each``): each state is built from the one it was saved
-against (normally the previous one), so a thread of n checkpoints costs one GET
-per object and n delta applications, not n replays.
+"""Copying checkpoints into new threads (fork, copy_thread), each one commit (``ThreadLog.commit``).
 
 Copies reuse the stored objects: snapshots and Parquet segments are copied
 server-side (``fs.copy``: S3 CopyObject...) under the new thread, and their
@@ -15,35 +10,21 @@ full snapshot of that checkpoint, the only object the new thread needs.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..archive import layout
+from ..archive.manifest import Manifest, Record
+from ..engine import Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
-from ..model import RESERVED_PREFIX, Checkpoint, uuid7
+from ..model import RESERVED_PREFIX, uuid7
 from ..retention import PINNED_KEY
-from . import layout
-from .chains import ChainReader
-from .maintenance import Plan, commit_maintenance, snapshot_ref, thread_of
-from .manifest import Manifest, Record
-
-if TYPE_CHECKING:
-    from .checkpointer import ArchiveCheckpointer
+from .maintenance import snapshot_ref, thread_of
 
 FORKED_FROM = RESERVED_PREFIX + "forked_from"
 
 
-async def iter_history(cp: ArchiveCheckpointer, thread_id: str) -> AsyncIterator[Checkpoint]:
-    """Every checkpoint of the thread, oldest first, with its full state (lazily)."""
-    layout.thread_dir(thread_id)
-    await cp._check_root()
-    m = await cp._manifest(thread_id)
-    async for rec, content in ChainReader(cp, thread_id, walk=True).each(m):
-        assert content is not None  # a strict replay raises instead
-        yield cp._checkpoint(thread_id, rec, content)
-
-
-def _copied_ref(cp: ArchiveCheckpointer, dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> Any:
+def _copied_ref(engine: Engine, dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> Any:
     """The reference for ``rec`` in thread ``dst``; records the server-side copies to make in ``copies``."""
     ref = dict(rec["ref"])
     if ref["type"] == "snapshot":
@@ -60,45 +41,35 @@ def _copied_ref(cp: ArchiveCheckpointer, dst: str, rec: Record, new_id: str, cop
     return {**ref, "key": key, "origin": ref.get("origin", rec["id"])}
 
 
-async def _plan_into(
-    cp: ArchiveCheckpointer,
-    dst: str,
-    m: Manifest,
-    actions: list[dict[str, Any]],
-    writes: list[Awaitable[None]],
-) -> None:
+def _into_new(dst: str, m: Manifest) -> None:
     if m.records:
-        for w in writes:
-            w.close()  # type: ignore[attr-defined]
         raise CheckpointConflict(f"thread {dst!r} already has checkpoints; copy into a new thread id")
 
 
-def _refuse_encrypted(cp: ArchiveCheckpointer, what: str) -> None:
+def _refuse_encrypted(engine: Engine, what: str) -> None:
     # ciphertexts are bound to their thread and checkpoint: a server-side copy would not decrypt
-    if cp.encryption is not None:
+    if engine.encryption is not None:
         raise EncryptionError(f"{what} of an encrypted archive is not supported yet (it would need re-encryption)")
 
 
-async def fork(cp: ArchiveCheckpointer, checkpoint_id: str, new_thread_id: str) -> str:
+async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
     """Start thread ``new_thread_id`` at a copy of ``checkpoint_id`` (a new id, no parent); returns its id."""
-    _refuse_encrypted(cp, "fork")
+    _refuse_encrypted(engine, "fork")
     layout.thread_dir(new_thread_id)
-    src_thread = await thread_of(cp, checkpoint_id)
-    src = await cp._manifest(src_thread)
+    src_thread = await thread_of(engine, checkpoint_id)
+    src = await engine.log.manifest(src_thread)
     rec = src.records[checkpoint_id]
     new_id = uuid7()
 
-    async def plan(m: Manifest) -> Plan[str]:
-        writes: list[Awaitable[None]] = []
+    async def plan(m: Manifest, attempt: int) -> Plan[str]:
+        copies: dict[str, str] = {}
+        objects: list[tuple[str, bytes]] = []
         if rec["ref"]["type"] == "snapshot":
-            copies: dict[str, str] = {}
-            ref = _copied_ref(cp, new_thread_id, rec, new_id, copies)
-            writes += [cp.store.copy(a, b) for a, b in copies.items()]
+            ref = _copied_ref(engine, new_thread_id, rec, new_id, copies)
             size = int(ref.get("size", 0))
         else:
-            content = await cp._content_of(src, checkpoint_id)
+            content = await engine.contents.content_of(src, checkpoint_id)
             ref, objects, size = snapshot_ref(new_thread_id, {**rec, "id": new_id}, content, {})
-            writes.extend(cp.store.put(k, d) for k, d in objects)
         meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
         meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}
         record = {
@@ -113,27 +84,25 @@ async def fork(cp: ArchiveCheckpointer, checkpoint_id: str, new_thread_id: str) 
             "metadata": meta,
             "version": 1,
         }
-        writes.append(cp._write_index(new_thread_id, new_id))
-        actions = [{"action": "add", "record": record}]
-        await _plan_into(cp, new_thread_id, m, actions, writes)
-        return actions, writes, new_id
+        _into_new(new_thread_id, m)
+        return Plan([{"action": "add", "record": record}], new_id, objects=objects, copies=copies, ids=[new_id])
 
-    return await commit_maintenance(cp, new_thread_id, plan)
+    return await engine.log.commit(new_thread_id, plan)
 
 
-async def copy_thread(cp: ArchiveCheckpointer, src_thread: str, dst_thread: str) -> dict[str, str]:
+async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[str, str]:
     """Copy every checkpoint of ``src_thread`` into the new thread ``dst_thread``: {old id: new id}.
 
     Only objects the kept records reference are copied (server-side), never
     tombstoned ones or the old log; the copy is one commit.
     """
-    _refuse_encrypted(cp, "copy_thread")
+    _refuse_encrypted(engine, "copy_thread")
     layout.thread_dir(dst_thread)
-    await cp._check_root()
-    src = await cp._manifest(src_thread)
+    await engine.root.check()
+    src = await engine.log.manifest(src_thread)
     mapping = {cid: uuid7() for cid in src.records}
 
-    async def plan(m: Manifest) -> Plan[dict[str, str]]:
+    async def plan(m: Manifest, attempt: int) -> Plan[dict[str, str]]:
         copies: dict[str, str] = {}
         actions: list[dict[str, Any]] = []
         for cid, rec in src.records.items():
@@ -143,17 +112,15 @@ async def copy_thread(cp: ArchiveCheckpointer, src_thread: str, dst_thread: str)
                 **rec,
                 "id": new_id,
                 "parent": mapping.get(parent) if parent is not None else None,
-                "ref": _copied_ref(cp, dst_thread, rec, new_id, copies),
+                "ref": _copied_ref(engine, dst_thread, rec, new_id, copies),
             }
             action: dict[str, Any] = {"action": "add", "record": record}
             if rec["ref"]["type"] == "inline":
                 action["ops"] = src.inline.get(cid, [])
             actions.append(action)
-        writes: list[Awaitable[None]] = [cp.store.copy(a, b) for a, b in copies.items()]
-        writes += [cp._write_index(dst_thread, new_id) for new_id in mapping.values()]
-        await _plan_into(cp, dst_thread, m, actions, writes)
-        return actions, writes, mapping
+        _into_new(dst_thread, m)
+        return Plan(actions, mapping, copies=copies, ids=list(mapping.values()))
 
     if not src.records:
         return {}
-    return await commit_maintenance(cp, dst_thread, plan)
+    return await engine.log.commit(dst_thread, plan)

@@ -24,7 +24,7 @@ the listing) that no record of that manifest references are deleted. A commit
 that landed before the manifest was read keeps its objects; one that lands after
 it belongs to a save that wrote its payloads before the cutoff, so it has taken
 longer than the grace period, and such a save checks its objects after committing
-(``ArchiveWriter._confirm``). The grace period must therefore be at least
+(``ops.save.confirm``). The grace period must therefore be at least
 ``gc_floor`` while anyone may be writing (``UnsafeGcGrace`` otherwise); a shorter
 one, down to 0, is for an archive nobody writes to (``unsafe_no_writers=True``).
 """
@@ -34,17 +34,14 @@ from __future__ import annotations
 import contextlib
 import posixpath
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..archive import layout
+from ..archive.manifest import Manifest
+from ..engine import Engine, Fold, Plan, gc_floor
 from ..errors import CheckpointError, UnsafeGcGrace
 from ..retention import GcReport
-from . import layout
-from .maintenance import Plan, commit_maintenance
-from .manifest import Manifest
-from .root import gc_floor
-
-if TYPE_CHECKING:
-    from .checkpointer import ArchiveCheckpointer
+from . import reads
 
 _FOLDED = ".manifest.json.zst"
 
@@ -82,7 +79,7 @@ def _superseded(names: dict[str, dict[str, Any]], keep_from: int) -> list[str]:
 
 
 async def _thread_gc(
-    cp: ArchiveCheckpointer,
+    engine: Engine,
     thread_id: str,
     objects: dict[str, dict[str, Any]],
     mine: dict[str, dict[str, Any]],
@@ -94,7 +91,7 @@ async def _thread_gc(
 ) -> list[str]:
     """Collect one thread; returns the keys to delete (and updates the report). ``objects``: everything
     listed; ``mine``: those under the thread's folder."""
-    m = await cp._manifest(thread_id, cache=False)  # afresh, after the listing (see the module doc)
+    m = await engine.log.manifest(thread_id, cache=False)  # afresh, after the listing (see the module doc)
     refs = m.referenced_keys()
     live_ids.update(layout.id_key(cid) for cid in m.records)
     doomed: list[str] = []
@@ -120,7 +117,7 @@ async def _thread_gc(
     prefix = layout.thread_dir(thread_id) + "/"
     logs = {k: v for k, v in mine.items() if _folder(k[len(prefix) :]) == "_log"}
     folded = [int(posixpath.basename(k)[:20]) for k in logs if k.endswith(_FOLDED)]
-    hint = await cp._read_hint(thread_id)
+    hint = await engine.log.read_hint(thread_id)
     in_use = [s for s in folded if s <= m.seq]
     keep_from = min(
         [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
@@ -133,7 +130,7 @@ async def _thread_gc(
     parts = {p["key"] for p in m.parts}
     for key in logs:  # every fold that stays names parts that must stay too
         if key.endswith(_FOLDED) and int(posixpath.basename(key)[:20]) >= keep_from:
-            data = await cp.store.get_or_none(key)
+            data = await engine.store.get_or_none(key)
             if data is not None:
                 parts.update(p["key"] for p in Manifest.part_refs(data, f"folded manifest {key!r}"))
     for key, info in mine.items():
@@ -158,12 +155,12 @@ def _id_entry(key: str) -> bool:
     return folder == layout.IDS and name.endswith(".json") and "/" not in name
 
 
-async def _purge(cp: ArchiveCheckpointer, thread_id: str, keys: set[str]) -> None:
-    async def plan(m: Manifest) -> Plan[None]:
+async def _purge(engine: Engine, thread_id: str, keys: set[str]) -> None:
+    async def plan(m: Manifest, attempt: int) -> Plan[None]:
         gone = sorted(k for k in keys if k in m.tombstones)
-        return ([{"action": "purge", "keys": gone}] if gone else []), [], None
+        return Plan([{"action": "purge", "keys": gone}] if gone else [], None)
 
-    await commit_maintenance(cp, thread_id, plan, fold_first=False, cache=False)
+    await engine.log.commit(thread_id, plan, fold=Fold.WITH_HINT, cache=False)
 
 
 def _owned_upload(key: str) -> bool:
@@ -171,31 +168,32 @@ def _owned_upload(key: str) -> bool:
     return layout.root_name(key.split("/", 1)[0])
 
 
-def check_grace(cp: ArchiveCheckpointer, grace: timedelta | None, unsafe_no_writers: bool) -> timedelta:
+def check_grace(engine: Engine, grace: timedelta | None, unsafe_no_writers: bool) -> timedelta:
     """The grace gc uses: ``grace``, by default the archive's ``gc_grace`` but never below ``gc_floor``;
     one below the floor only with ``unsafe_no_writers`` (like Delta Lake's VACUUM retention check)."""
-    floor = gc_floor(cp.gc_grace)
+    gc_grace = engine.root.gc_grace
+    floor = gc_floor(gc_grace)
     if grace is None:
-        return max(cp.gc_grace, floor)
+        return max(gc_grace, floor)
     if grace < timedelta(0):
         raise ValueError("grace must not be negative")
     if grace < floor and not unsafe_no_writers:
         raise UnsafeGcGrace(
             f"gc grace {grace.total_seconds():g} s is below {floor.total_seconds():g} s, the least that keeps "
-            f"running saves and reads of this archive (gc_grace {cp.gc_grace.total_seconds():g} s) whole: pass "
+            f"running saves and reads of this archive (gc_grace {gc_grace.total_seconds():g} s) whole: pass "
             "a longer grace, or unsafe_no_writers=True if no process is writing to or reading the archive"
         )
     return grace
 
 
-async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
+async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
     """Delete what no manifest needs and the grace period no longer protects; see the module doc."""
-    grace = check_grace(cp, grace, unsafe_no_writers)
-    await cp._check_root()
+    grace = check_grace(engine, grace, unsafe_no_writers)
+    await engine.root.check()
     cutoff = datetime.now(UTC) - grace
     report = GcReport()
-    objects = await cp.store.find("")
-    threads = await cp._threads()
+    objects = await engine.store.find("")
+    threads = await reads.threads(engine)
     dirs = {layout.thread_dir(t) for t in threads}
     unknown_dirs = {k.split("/", 1)[0] for k in objects if k.startswith(layout.THREAD_PREFIX)} - dirs
     protected_ids: set[str] = set()
@@ -210,18 +208,18 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None, unsafe_
         try:
             forget: set[str] = set()
             mine = by_dir.get(layout.thread_dir(thread_id), {})
-            doomed = await _thread_gc(cp, thread_id, objects, mine, cutoff, report, protected_ids, live_ids, forget)
+            doomed = await _thread_gc(engine, thread_id, objects, mine, cutoff, report, protected_ids, live_ids, forget)
         except CheckpointError as exc:
             report.errors.append(f"thread {thread_id!r} skipped: {exc}")
             ids_safe = False
             continue
         report.threads += 1
-        await cp.store.delete(doomed)
+        await engine.store.delete(doomed)
         report.deleted += [k for k in doomed if k in objects]
         purge = forget | {k for k in doomed if not k.startswith(f"{layout.thread_dir(thread_id)}/_log/")}
         if purge:
             try:
-                await _purge(cp, thread_id, purge)
+                await _purge(engine, thread_id, purge)
             except CheckpointError as exc:  # the next gc purges them (deleting is idempotent)
                 report.errors.append(f"thread {thread_id!r}: purge not committed: {exc}")
     loose, already = [], set(report.deleted)
@@ -238,10 +236,10 @@ async def gc(cp: ArchiveCheckpointer, *, grace: timedelta | None = None, unsafe_
             continue
         loose.append(key)
         report.bytes_freed += info["size"]
-    await cp.store.delete(loose)
+    await engine.store.delete(loose)
     report.deleted += loose
     if unknown_dirs:
         report.errors.append(f"left alone (no readable thread id): {sorted(unknown_dirs)}")
     with contextlib.suppress(NotImplementedError):
-        report.multipart_aborted += await cp.store.abort_stale_uploads(cutoff, owned=_owned_upload)
+        report.multipart_aborted += await engine.store.abort_stale_uploads(cutoff, owned=_owned_upload)
     return report

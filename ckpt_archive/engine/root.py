@@ -1,26 +1,23 @@
-"""The bottom layer of ``ArchiveCheckpointer``: settings, per-instance caches and the archive marker.
+"""The archive root of an ``Engine``: its settings and the archive marker (checked once per instance).
 
-The layers above it (``manifest_reader`` -> ``state_reader`` -> ``writer`` ->
-``checkpointer``) share these caches, so they are created in one place.
+The thread logs (``log.ThreadLog``) and contents (``contents.Contents``) of the engine read through it;
+it holds no per-thread state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable
 from datetime import timedelta
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from .. import codec
+from ..archive import layout
+from ..archive.crypto import Encryption
+from ..archive.manifest import now_iso, seal, unseal
 from ..errors import ArchiveMarkerMissing, ArchiveNotFound
-from ..protocol import AsyncCoreCheckpointer
 from ..storage import ObjectStore
-from . import layout
-from .content import Content
-from .crypto import Encryption
-from .manifest import Manifest, now_iso, seal, unseal
 
 T = TypeVar("T")
 
@@ -41,7 +38,7 @@ def gc_floor(gc_grace: timedelta) -> timedelta:
     One ``manifest_ttl`` covers a writer's cached manifest (a commit entry it has not seen is younger
     than its cache), a second one covers what a save does after it checked its cache: writing the
     payloads and committing them. A save slower than one ``manifest_ttl`` checks afterwards that its
-    checkpoint is still whole (``ArchiveWriter._confirm``)."""
+    checkpoint is still whole (``ops.save.confirm``)."""
     return 2 * manifest_ttl(gc_grace)
 
 
@@ -53,9 +50,18 @@ Readers of earlier revisions, which would believe such a hint, refuse these arch
 after the commit."""
 
 
-class ArchiveRoot(AsyncCoreCheckpointer):
-    """One archive root: what every layer of ``ArchiveCheckpointer`` reads and caches (settings are
-    documented on ``ArchiveCheckpointer``)."""
+class Settings(TypedDict, total=False):
+    """An archive's settings, as ``ArchiveCheckpointer`` and ``Engine`` pass them on to ``Root``."""
+
+    full_snapshot_interval: int
+    url: str | None
+    gc_grace: timedelta
+    encryption: Encryption | None
+    create: bool
+
+
+class Root:
+    """One archive root: its settings (documented on ``ArchiveCheckpointer``) and its marker."""
 
     def __init__(
         self,
@@ -63,7 +69,6 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         *,
         full_snapshot_interval: int = 10,
         url: str | None = None,
-        state_cache: int = 32,
         gc_grace: timedelta = DEFAULT_GC_GRACE,
         encryption: Encryption | None = None,
         create: bool = False,
@@ -72,50 +77,25 @@ class ArchiveRoot(AsyncCoreCheckpointer):
             raise ValueError("full_snapshot_interval must be >= 1")
         if gc_grace < timedelta(0):
             raise ValueError("gc_grace must not be negative")
-        self.gc_grace = gc_grace
-        self._read_at: dict[str, float] = {}
-        self._hint_heads: dict[str, str] = {}
         store.object_kind = layout.kind_of  # the size bound of each archive object, checked on read
         self.store = store
         self.url = url or store.root
         self.full_snapshot_interval = full_snapshot_interval
-        self._manifests: dict[str, Manifest] = {}
-        self._folded_seq: dict[str, int | None] = {}
-        self._states: OrderedDict[str, Content] = OrderedDict()
-        self._state_cache = state_cache
-        self._hashers: OrderedDict[tuple[str, str], codec.PrefixHasher] = OrderedDict()
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._checked_root = False
-        self.create = create  # a location holding other files may become an archive (first commit)
-        self._empty_at = -1e9  # when a read last found no marker and nothing that forbids creating one
+        self.gc_grace = gc_grace
         self.encryption = encryption
-        self._archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
-        self._zstd_commits = False  # the marker's "commits": "zstd" (set by _check_root)
-        self._hint_with_commit = False  # a version 2 marker: the hint may go out beside its commit
+        self.create = create  # a location holding other files may become an archive (first commit)
+        self.archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
+        self.hint_with_commit = False  # a version 2 marker: the hint may go out beside its commit
+        self._checked = False
+        self._empty_at = -1e9  # when a read last found no marker and nothing that forbids creating one
+        self._zstd_commits = False  # the marker's "commits": "zstd" (set by check)
 
-    # -- small helpers -----------------------------------------------------------
-    HASHERS = 16
+    @property
+    def manifest_ttl(self) -> float:
+        """``manifest_ttl`` of this archive's grace, in seconds."""
+        return manifest_ttl(self.gc_grace).total_seconds()
 
-    def _sha256(self, thread_id: str, name: str, raw: bytes) -> str:
-        """sha256 of a thread's state or messages bytes, resumed from the previous ones of that thread
-        (``codec.PrefixHasher``): saving or listing a growing chat hashes what changed, not all of it."""
-        key = (thread_id, name)
-        hasher = self._hashers.get(key)
-        if hasher is None:
-            hasher = self._hashers[key] = codec.PrefixHasher()
-            while len(self._hashers) > self.HASHERS:
-                self._hashers.popitem(last=False)
-        else:
-            self._hashers.move_to_end(key)
-        return hasher.hexdigest(raw)
-
-    def _lock(self, thread_id: str) -> asyncio.Lock:
-        lock = self._locks.get(thread_id)
-        if lock is None:
-            lock = self._locks[thread_id] = asyncio.Lock()
-        return lock
-
-    async def _check_root(self, *, create: bool = False) -> None:
+    async def check(self, *, create: bool = False) -> None:
         """Check the archive marker once per instance (format version, archive id).
 
         Only a commit (``create``) writes a marker, and only into a location that holds no thread,
@@ -124,7 +104,7 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         archive was opened with ``create=True``), and one holding threads is ``ArchiveMarkerMissing``
         (a new marker would have a new archive id, under which no encrypted checkpoint decrypts).
         """
-        if self._checked_root:
+        if self._checked:
             return
         # a read that just found no marker (the first save's own) need not be repeated before creating one
         known_empty = create and time.monotonic() - self._empty_at < 1.0
@@ -156,25 +136,25 @@ class ArchiveRoot(AsyncCoreCheckpointer):
         doc = unseal(
             data, "archive marker", key=layout.ARCHIVE_MARKER, accept=(1, MARKER_VERSION), kind="archive marker"
         )
-        self._archive_id = str(doc["digest"])
+        self.archive_id = str(doc["digest"])
         self._zstd_commits = doc.get("commits") == "zstd"
-        self._hint_with_commit = doc["format_version"] >= MARKER_VERSION
-        self._checked_root = True
+        self.hint_with_commit = doc["format_version"] >= MARKER_VERSION
+        self._checked = True
 
-    async def _stored_commit(self, entry: bytes) -> bytes:
+    async def stored_commit(self, entry: bytes) -> bytes:
         """The bytes to store for a commit entry: zstd in archives whose marker says so (created by a
         writer whose readers accept it, FORMAT.md section 6), the sealed JSON itself otherwise, so
         that readers of earlier revisions keep reading the archives they created."""
-        await self._check_root(create=True)
+        await self.check(create=True)
         return codec.compress(entry) if self._zstd_commits else entry
 
-    async def _rooted(self, read: Awaitable[T]) -> T:
+    async def rooted(self, read: Awaitable[T]) -> T:
         """Run ``read`` alongside the root check; an archive-level error wins over the read's.
 
         Both run at once (one round trip, not two); which fails first is a race, so the
         error is chosen here: a bad marker explains everything below it.
         """
-        root, out = await asyncio.gather(self._check_root(), read, return_exceptions=True)
+        root, out = await asyncio.gather(self.check(), read, return_exceptions=True)
         if isinstance(root, BaseException):
             if isinstance(out, BaseException):
                 raise root from out

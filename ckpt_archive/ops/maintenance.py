@@ -1,9 +1,10 @@
 """Manifest-driven maintenance of an archive: prune, remove, re-base, edit, pin.
 
-Every operation here is one *maintenance commit* on the thread's log, made with
-the same put-if-absent protocol as a save: the plan is built from the manifest
-as read, new payloads (re-based snapshots) are written first, then the commit
-entry is created; losing the race re-reads the log and plans again. Nothing is
+Every operation here is one *maintenance commit* on the thread's log, made by
+the one commit a save makes too (``ThreadLog.commit``): the plan is built
+from the manifest as read, new payloads (re-based snapshots) are written first,
+then the commit entry is created; losing the race re-reads the log and plans
+again (``MAINTENANCE``: with backoff). Nothing is
 deleted here: objects that no record needs any more are recorded as
 tombstones (with the time) and deleted by ``gc`` after the grace period, so a
 reader holding an older manifest still finds every object it references.
@@ -16,80 +17,20 @@ further down that chain then hang off the re-based checkpoint unchanged.
 from __future__ import annotations
 
 import asyncio
-import random
-import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypedDict
 
 from .. import codec, limits
-from ..errors import CheckpointConflict, CheckpointNotFound, CheckpointVersionConflict, InvalidState
+from ..archive import layout
+from ..archive.content import Content, paged_snapshot, state_key
+from ..archive.manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
+from ..engine import Engine, Plan
+from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
-from . import layout
-from .content import Content, paged_snapshot, state_key
-from .manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
-
-if TYPE_CHECKING:
-    from .checkpointer import ArchiveCheckpointer
-
-T = TypeVar("T")
-MAX_ATTEMPTS = 16
-Plan = tuple[list[dict[str, Any]], list[Awaitable[None]], T]
-Planner = Callable[[Manifest], Awaitable[Plan[T]]]
-
-
-async def commit_maintenance(
-    cp: ArchiveCheckpointer,
-    thread_id: str,
-    plan: Planner[T],
-    *,
-    dry_run: bool = False,
-    fold_first: bool = True,
-    cache: bool = True,
-) -> T:
-    """Plan against the current manifest, write payloads, commit; on a lost race re-read and re-plan.
-
-    Between attempts it backs off (full jitter, 5 ms doubling up to 0.5 s), so a writer saving in a
-    tight loop cannot win every race for as long as the attempts last. ``fold_first``: the new fold is
-    written before the hint that names it, so the log before it is collectable at once (gc's own
-    purge commit passes False: it would otherwise leave the fold it supersedes for the next run).
-    ``cache=False`` (gc): the manifest is read afresh and this instance's view of the thread is left as
-    it was, so its next save still detects the commits of other writers.
-    """
-    for attempt in range(MAX_ATTEMPTS):
-        if attempt:
-            await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
-        async with cp._lock(thread_id):
-            m = await cp._manifest(thread_id, cache=cache)
-            actions, writes, result = await plan(m)
-            if dry_run or not actions:
-                discard(writes)
-                return result
-            try:
-                entry = m.commit_entry(actions)  # refused (StateTooLarge) before any payload is written
-            except BaseException:
-                discard(writes)
-                raise
-            await asyncio.gather(*writes)
-            stored = await cp._stored_commit(entry)
-            if await cp.store.put_if_absent(layout.log_key(thread_id, m.seq + 1), stored):
-                new = m.copy()
-                new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
-                if cache:
-                    cp._manifests[thread_id] = new
-                    cp._read_at[thread_id] = time.monotonic()
-                await cp._publish(new, stored, compacted=True, fold_first=fold_first)
-                return result
-    raise CheckpointConflict(f"thread {thread_id!r} kept changing during maintenance; try again later")
-
-
-def discard(writes: list[Awaitable[None]]) -> None:
-    """Close payload writes that will never run (their coroutines would warn when collected)."""
-    for w in writes:
-        if asyncio.iscoroutine(w):
-            w.close()
+from . import reads
 
 
 def snapshot_ref(
@@ -120,21 +61,21 @@ def known_pages(m: Manifest) -> dict[str, dict[str, Any]]:
 
 
 async def rewrite_full(
-    cp: ArchiveCheckpointer, m: Manifest, rec: Record, content: Content, writes: list[Awaitable[None]]
+    engine: Engine, m: Manifest, rec: Record, content: Content, writes: list[tuple[str, bytes]]
 ) -> tuple[dict[str, Any], int]:
-    """Plan a new full snapshot for ``rec`` (its writes appended to ``writes``): (record changes, bytes).
+    """Plan a new full snapshot for ``rec`` (its objects appended to ``writes``): (record changes, bytes).
 
     The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
     """
-    if cp.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
+    if engine.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
         key = layout.rewrite_snapshot_key(m.thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-        data = cp.seal_snapshot(m.thread_id, rec["id"], content)
+        data = engine.contents.seal_snapshot(m.thread_id, rec["id"], content)
         ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
         objects, size = [(key, data)], len(data)
     else:
         ref, objects, size = snapshot_ref(m.thread_id, rec, content, known_pages(m))
-    writes.extend(cp.store.put(k, d) for k, d in objects)
-    digest = cp.content_digests(content, m.thread_id)
+    writes.extend(objects)
+    digest = engine.contents.digests(content, m.thread_id)
     # an update merges into the record: a plain digest of the old content must not survive its encryption
     digest.update({name: None for name in ("state_sha256", "messages_sha256") if name in rec and name not in digest})
     return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
@@ -148,21 +89,21 @@ def _tombstone(before: dict[str, int], after: Iterable[Record], extra: dict[str,
 
 
 async def plan_removal(
-    cp: ArchiveCheckpointer, m: Manifest, remove: set[str], kept: Kept, *, dry_run: bool
+    engine: Engine, m: Manifest, remove: set[str], kept: Kept, *, dry_run: bool
 ) -> Plan[PruneReport]:
     """Actions removing ``remove`` from ``m`` chain-safely, and the report of it."""
     thread_id = m.thread_id
     removed = [cid for cid in m.records if cid in remove]
     report = PruneReport(thread_id, removed=removed, kept=kept, dry_run=dry_run)
     if not removed:
-        return [], [], report
+        return Plan([], report)
     after = {cid: rec for cid, rec in m.records.items() if cid not in remove}
     actions: list[dict[str, Any]] = [{"action": "remove", "ids": removed}]
-    writes: list[Awaitable[None]] = []
+    writes: list[tuple[str, bytes]] = []
     for cid, rec in after.items():
         if rec["kind"] != "delta" or rec.get("parent") not in remove:
             continue
-        change, size = await rewrite_full(cp, m, rec, await cp._content_of(m, cid), writes)
+        change, size = await rewrite_full(engine, m, rec, await engine.contents.content_of(m, cid), writes)
         actions.append({"action": "rebase", "id": cid, "set": change})
         after[cid] = {**rec, **change}
         report.rebased.append(cid)
@@ -174,56 +115,66 @@ async def plan_removal(
         actions.append(tomb)
         payload = {k: s for k, s in tomb["objects"].items() if k not in ids}
         report.objects_freed, report.bytes_freed = len(payload), sum(payload.values())
-    return actions, writes, report
+    return Plan([] if dry_run else actions, report, objects=writes)
 
 
-async def prune(
-    cp: ArchiveCheckpointer, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False
-) -> PruneReport:
+async def prune(engine: Engine, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False) -> PruneReport:
     layout.thread_dir(thread_id)
-    await cp._check_root()
+    await engine.root.check()
 
-    async def plan(m: Manifest) -> Plan[PruneReport]:
+    async def plan(m: Manifest, attempt: int) -> Plan[PruneReport]:
         infos = [record_info(thread_id, rec) for rec in m.records.values()]
         kept = evaluate(policy, infos, datetime.now(UTC))
-        return await plan_removal(cp, m, set(m.records) - set(kept), kept, dry_run=dry_run)
+        return await plan_removal(engine, m, set(m.records) - set(kept), kept, dry_run=dry_run)
 
-    return await commit_maintenance(cp, thread_id, plan, dry_run=dry_run)
+    return await engine.log.commit(thread_id, plan)
 
 
 async def remove(
-    cp: ArchiveCheckpointer, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False
+    engine: Engine, thread_id: str, checkpoint_ids: Iterable[str], *, dry_run: bool = False
 ) -> PruneReport:
     """Remove exactly these checkpoints (ids not in the thread are ignored), keeping the rest loadable."""
     layout.thread_dir(thread_id)
-    await cp._check_root()
+    await engine.root.check()
     wanted = set(checkpoint_ids)
 
-    async def plan(m: Manifest) -> Plan[PruneReport]:
+    async def plan(m: Manifest, attempt: int) -> Plan[PruneReport]:
         kept = {cid: ["not named"] for cid in m.records if cid not in wanted}
-        return await plan_removal(cp, m, wanted & set(m.records), kept, dry_run=dry_run)
+        return await plan_removal(engine, m, wanted & set(m.records), kept, dry_run=dry_run)
 
-    return await commit_maintenance(cp, thread_id, plan, dry_run=dry_run)
+    return await engine.log.commit(thread_id, plan)
+
+
+Progress = Callable[[int, int, PruneReport], None]
+
+
+class PruneAllOptions(TypedDict, total=False):
+    """The options of ``prune_all`` (each with its default there), as the facade passes them on."""
+
+    shard: tuple[int, int] | None
+    concurrency: int
+    progress: Progress | None
+    dry_run: bool
 
 
 async def prune_all(
-    cp: ArchiveCheckpointer,
+    engine: Engine,
     policy: RetentionPolicy,
     *,
     shard: tuple[int, int] | None = None,
     concurrency: int = 8,
-    progress: Callable[[int, int, PruneReport], None] | None = None,
+    progress: Progress | None = None,
     dry_run: bool = False,
 ) -> list[PruneReport]:
     """Prune every thread (of one shard), ``concurrency`` threads at a time; reports in thread order."""
-    threads = [t for t in await cp._threads() if in_shard(t, shard)]
+    threads = [t for t in await reads.threads(engine) if in_shard(t, shard)]
     gate = asyncio.Semaphore(max(concurrency, 1))
     done = 0
 
     async def one(thread_id: str) -> PruneReport:
         nonlocal done
         async with gate:
-            report = await prune(cp, thread_id, policy, dry_run=dry_run)
+            report = await prune(engine, thread_id, policy, dry_run=dry_run)
         done += 1
         if progress is not None:
             progress(done, len(threads), report)
@@ -232,12 +183,12 @@ async def prune_all(
     return list(await asyncio.gather(*(one(t) for t in threads)))
 
 
-async def thread_of(cp: ArchiveCheckpointer, checkpoint_id: str) -> str:
-    await cp._check_root()
-    data = await cp.store.get_or_none(layout.id_key(checkpoint_id))
+async def thread_of(engine: Engine, checkpoint_id: str) -> str:
+    await engine.root.check()
+    data = await engine.store.get_or_none(layout.id_key(checkpoint_id))
     if data is not None:
         thread_id: str = unseal(data, f"id entry of {checkpoint_id!r}", kind="id entry")["thread_id"]
-        if checkpoint_id in (await cp._manifest(thread_id)).records:
+        if checkpoint_id in (await engine.log.manifest(thread_id)).records:
             return thread_id
     raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist")
 
@@ -249,9 +200,7 @@ def _record(m: Manifest, checkpoint_id: str) -> Record:
     return rec
 
 
-async def update_state(
-    cp: ArchiveCheckpointer, checkpoint_id: str, state: dict[str, Any], expected_version: int
-) -> int:
+async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any], expected_version: int) -> int:
     """Replace a checkpoint's state if its version is still ``expected_version``; returns the new version.
 
     The edited checkpoint gets a full snapshot of its own; its direct delta
@@ -264,9 +213,9 @@ async def update_state(
     raw = codec.dumps(state)
     limits.check_state(len(raw))  # with the messages too: the snapshot's own check (limits)
     state = codec.loads(raw)
-    thread_id = await thread_of(cp, checkpoint_id)
+    thread_id = await thread_of(engine, checkpoint_id)
 
-    async def plan(m: Manifest) -> Plan[tuple[int, list[Any]]]:
+    async def plan(m: Manifest, attempt: int) -> Plan[tuple[int, list[Any]]]:
         rec = _record(m, checkpoint_id)
         version = int(rec.get("version", 1))
         if version != expected_version:
@@ -274,15 +223,15 @@ async def update_state(
                 f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; nothing changed"
             )
         actions: list[dict[str, Any]] = []
-        writes: list[Awaitable[None]] = []
+        writes: list[tuple[str, bytes]] = []
         after = dict(m.records)
         for cid, child in m.records.items():
             if child.get("parent") == checkpoint_id and child["kind"] == "delta":
-                change, _ = await rewrite_full(cp, m, child, await cp._content_of(m, cid), writes)
+                change, _ = await rewrite_full(engine, m, child, await engine.contents.content_of(m, cid), writes)
                 actions.append({"action": "rebase", "id": cid, "set": change})
                 after[cid] = {**child, **change}
-        messages = (await cp._content_of(m, checkpoint_id))[1]  # an edit replaces the state only
-        change, _ = await rewrite_full(cp, m, rec, (state, messages), writes)
+        messages = (await engine.contents.content_of(m, checkpoint_id))[1]  # an edit replaces the state only
+        change, _ = await rewrite_full(engine, m, rec, (state, messages), writes)
         change["version"] = version + 1
         fields = rec.get("fields", {})
         if fields.get("protection") is not None:  # an edit is sanctioned: protect the new content anew
@@ -293,26 +242,26 @@ async def update_state(
         tomb = _tombstone(m.referenced_keys(), after.values(), {})
         if tomb is not None:
             actions.append(tomb)
-        return actions, writes, (version + 1, messages)
+        return Plan(actions, (version + 1, messages), objects=writes)
 
-    new_version, messages = await commit_maintenance(cp, thread_id, plan)
-    cp._remember(state_key(cp._manifests[thread_id].records[checkpoint_id]), (state, messages))
+    new_version, messages = await engine.log.commit(thread_id, plan)
+    engine.contents.remember(state_key(engine.log.manifests[thread_id].records[checkpoint_id]), (state, messages))
     return new_version
 
 
-async def set_pinned(cp: ArchiveCheckpointer, checkpoint_id: str, pinned: bool) -> bool:
+async def set_pinned(engine: Engine, checkpoint_id: str, pinned: bool) -> bool:
     """Pin or unpin (a metadata-only commit; the state and its version are untouched). True if changed."""
-    thread_id = await thread_of(cp, checkpoint_id)
+    thread_id = await thread_of(engine, checkpoint_id)
 
-    async def plan(m: Manifest) -> Plan[bool]:
+    async def plan(m: Manifest, attempt: int) -> Plan[bool]:
         rec = _record(m, checkpoint_id)
         meta = dict(rec.get("metadata", {}))
         if bool(meta.get(PINNED_KEY)) == pinned:
-            return [], [], False
+            return Plan([], False)
         if pinned:
             meta[PINNED_KEY] = True
         else:
             meta.pop(PINNED_KEY, None)
-        return [{"action": "update", "id": checkpoint_id, "set": {"metadata": meta}}], [], True
+        return Plan([{"action": "update", "id": checkpoint_id, "set": {"metadata": meta}}], True)
 
-    return await commit_maintenance(cp, thread_id, plan)
+    return await engine.log.commit(thread_id, plan)

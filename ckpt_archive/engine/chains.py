@@ -2,7 +2,7 @@
 Parquet segments, or empty), rebuilt into a content checked against the digests recorded at save.
 
 Every reader of contents goes through ``ChainReader``: loads (the head hint, ``load_by_id``, batch
-reads), ``history``, the integrity API and ``verify``. They differ only in what a failed check does
+reads, ``ops.reads``), ``history``, the integrity API and ``verify``. They differ only in what a failed check does
 (``Mode``), in whether the instance's state cache may serve and keep contents (the integrity API and
 ``verify`` re-read every object), and in how much a walk over a whole thread keeps in memory. So a
 rule of the format (a copied delta's rows are named by its ``origin``, a copied snapshot names the
@@ -14,18 +14,17 @@ from __future__ import annotations
 import enum
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from ..archive import crypto, pages
+from ..archive.content import Content, state_key
+from ..archive.crypto import Encryption
+from ..archive.manifest import Manifest, Record, ref_keys
+from ..archive.objects import SegmentReader, check_content, decode_snapshot_content, verify
 from ..delta import MESSAGES, Delta, apply_checkpoint
 from ..errors import BrokenChain, CheckpointError, IntegrityError, MissingObject, ProtectionMismatch, TruncatedObject
 from ..model import content_digest
-from . import crypto, pages
-from .content import Content, state_key
-from .manifest import Manifest, Record, ref_keys
-from .objects import SegmentReader, check_content, decode_snapshot_content, verify
-
-if TYPE_CHECKING:
-    from .state_reader import StateReader
+from ..storage import ObjectStore
 
 T = TypeVar("T")
 
@@ -33,6 +32,20 @@ _KEEP_STATES = 64
 _KEEP_SEGMENTS = 4
 """What a walk over a whole thread (``walk=True``) keeps: the contents a child may be built on, and
 parsed segments (a thread's deltas are in commit order, so neighbours share a segment)."""
+
+
+class ContentService(Protocol):
+    """What a replay needs of the engine (``contents.Contents``): the store, the keys and the state cache."""
+
+    @property
+    def store(self) -> ObjectStore: ...
+    @property
+    def encryption(self) -> Encryption | None: ...
+    @property
+    def archive_id(self) -> str: ...
+    def cached(self, key: str) -> Content | None: ...
+    def remember(self, key: str, content: Content) -> None: ...
+    def sha256(self, thread_id: str, name: str, raw: bytes) -> str: ...
 
 
 class Mode(enum.Enum):
@@ -68,14 +81,14 @@ class ChainReader:
 
     def __init__(
         self,
-        cp: StateReader,
+        service: ContentService,
         thread_id: str,
         *,
         mode: Mode = Mode.STRICT,
         cache: bool = True,
         walk: bool = False,
     ) -> None:
-        self.cp, self.thread_id, self.mode, self.cache, self.walk = cp, thread_id, mode, cache, walk
+        self.service, self.thread_id, self.mode, self.cache, self.walk = service, thread_id, mode, cache, walk
         self.objects: dict[str, bytes | None] = {}  # fetched (None: absent); not yet consumed
         self.readers: OrderedDict[str, SegmentReader] = OrderedDict()
         self.states: OrderedDict[str, Content] = OrderedDict()  # by state_key
@@ -91,7 +104,7 @@ class ChainReader:
         if found is not None:
             self.states.move_to_end(key)
             return found
-        return self.cp._states.get(key) if self.cache else None
+        return self.service.cached(key) if self.cache else None
 
     def _start(self, chain: list[Record]) -> tuple[int, Content | None]:
         """(index after the newest record of ``chain`` whose content is known, that content)."""
@@ -129,7 +142,7 @@ class ChainReader:
         """One concurrent batch of GETs; nothing when ``keys`` is empty."""
         missing = [k for k in keys if k not in self.objects]
         if missing:
-            self.hold(missing, await self.cp.store.get_many(missing))
+            self.hold(missing, await self.service.store.get_many(missing))
 
     # -- replay -------------------------------------------------------------------
     async def content(self, chain: list[Record], inline: dict[str, Delta]) -> Content:
@@ -172,7 +185,7 @@ class ChainReader:
         while self.walk and len(self.states) > _KEEP_STATES:
             self.states.popitem(last=False)
         if self.cache and self.mode is Mode.STRICT:  # only a proven content is ever served from the cache
-            self.cp._remember(state_key(rec), content)
+            self.service.remember(state_key(rec), content)
 
     async def _step(self, rec: Record, content: Content | None, inline: dict[str, Delta]) -> Content:
         ref, cid = rec["ref"], rec["id"]
@@ -185,7 +198,7 @@ class ChainReader:
             ops = (await self._segment(rec)).ops(origin(rec), ref["row_group"])
         elif ref["type"] == "inline":
             ops = inline.get(cid, [])
-        plain = crypto.open_ops(self.cp.encryption, rec, self.cp._archive_id, self.thread_id, ops)
+        plain = crypto.open_ops(self.service.encryption, rec, self.service.archive_id, self.thread_id, ops)
         return apply_checkpoint(*content, plain)
 
     # -- objects ------------------------------------------------------------------
@@ -251,7 +264,7 @@ class ChainReader:
 
         def decode() -> tuple[dict[str, Any], dict[str, list[str]], list[Any], dict[str, list[str]]]:
             self._verified(data, rec)
-            plain = crypto.open_snapshot(self.cp.encryption, rec, self.cp._archive_id, self.thread_id, data)
+            plain = crypto.open_snapshot(self.service.encryption, rec, self.service.archive_id, self.thread_id, data)
             return decode_snapshot_content(plain, thread_id=self.thread_id, checkpoint_id=origin(rec), key=key)
 
         state, table, messages, message_table = self._decoded(key, decode)
@@ -294,5 +307,5 @@ class ChainReader:
             for name, value in (("state", content[0]), ("messages", content[1])):
                 if protection.get(f"{name}_sha256") != content_digest(value):
                     raise ProtectionMismatch(f"{name} differs from the digest recorded at creation", **where)
-        check_content(content, rec, thread_id, lambda name, raw: self.cp._sha256(thread_id, name, raw))
-        crypto.check_mac(self.cp.encryption, rec, thread_id, content)
+        check_content(content, rec, thread_id, lambda name, raw: self.service.sha256(thread_id, name, raw))
+        crypto.check_mac(self.service.encryption, rec, thread_id, content)

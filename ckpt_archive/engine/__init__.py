@@ -1,0 +1,29 @@
+"""The archive engine: one object (``Engine``) owning a root, its threads' logs (with the one commit,
+``ThreadLog.commit``) and contents (with the one replay, ``chains.ChainReader``)."""
+
+from __future__ import annotations
+
+from .chains import ChainReader, Mode
+from .core import Engine
+from .log import ThreadLog
+from .plan import MAINTENANCE, ONCE, SAVE, Fold, Plan, Planner, Retry
+from .root import DEFAULT_GC_GRACE, MARKER_VERSION, Settings, gc_floor, manifest_ttl
+
+__all__ = [
+    "DEFAULT_GC_GRACE",
+    "MAINTENANCE",
+    "MARKER_VERSION",
+    "ONCE",
+    "SAVE",
+    "ChainReader",
+    "Engine",
+    "Fold",
+    "Mode",
+    "Plan",
+    "Planner",
+    "Retry",
+    "Settings",
+    "ThreadLog",
+    "gc_floor",
+    "manifest_ttl",
+]

@@ -1,0 +1,135 @@
+"""The contents of an ``Engine``: the state cache, the prefix hashers, content digests, and contents to
+``Checkpoint``.
+
+Contents are rebuilt by the one chain replay (``chains.ChainReader``), checked against the digests
+recorded at save before anyone sees them; they are cached by record version (``state_key``), so an
+edit never serves a stale state.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from .. import codec
+from ..archive import crypto
+from ..archive.content import Content, state_key
+from ..archive.crypto import Encryption
+from ..archive.manifest import Manifest, Record
+from ..archive.objects import encode_snapshot
+from ..model import Checkpoint, Protection
+from ..storage import ObjectStore
+from .chains import ChainReader, Mode
+from .root import Root
+
+HASHERS = 16
+"""Prefix hashers kept (one per thread and name: state or messages)."""
+
+
+class Contents:
+    """The engine's contents service: what ``ChainReader`` needs (``chains.ContentService``) and the
+    caches it fills."""
+
+    def __init__(self, root: Root, *, state_cache: int = 32) -> None:
+        self.root = root
+        self.states: OrderedDict[str, Content] = OrderedDict()  # by state_key
+        self.state_cache = state_cache
+        self._hashers: OrderedDict[tuple[str, str], codec.PrefixHasher] = OrderedDict()
+        self.store: ObjectStore = root.store
+        self.encryption: Encryption | None = root.encryption
+
+    @property
+    def archive_id(self) -> str:
+        return self.root.archive_id
+
+    # -- the state cache -----------------------------------------------------------
+    def cached(self, key: str) -> Content | None:
+        return self.states.get(key)
+
+    def remember(self, key: str, content: Content) -> None:
+        """Cache a content (least recently used dropped first); keys come from ``state_key``."""
+        self.states[key] = content
+        self.states.move_to_end(key)
+        while len(self.states) > self.state_cache:
+            self.states.popitem(last=False)
+
+    def forget(self, records: Iterable[Record]) -> None:
+        for rec in records:
+            self.states.pop(state_key(rec), None)
+
+    # -- digests -------------------------------------------------------------------
+    def sha256(self, thread_id: str, name: str, raw: bytes) -> str:
+        """sha256 of a thread's state or messages bytes, resumed from the previous ones of that thread
+        (``codec.PrefixHasher``): saving or listing a growing chat hashes what changed, not all of it."""
+        key = (thread_id, name)
+        hasher = self._hashers.get(key)
+        if hasher is None:
+            hasher = self._hashers[key] = codec.PrefixHasher()
+            while len(self._hashers) > HASHERS:
+                self._hashers.popitem(last=False)
+        else:
+            self._hashers.move_to_end(key)
+        return hasher.hexdigest(raw)
+
+    def digests(self, content: Content, thread_id: str, raws: tuple[bytes, bytes] | None = None) -> dict[str, Any]:
+        """Record fields proving a content: ``state_sha256`` + ``messages_sha256``, or with encryption
+        ``enc`` + keyed ``state_mac`` + ``messages_mac`` (a plain digest would let anyone confirm a guess).
+        ``raws``: the canonical bytes of state and messages, when the caller has them already."""
+        raw_state, raw_messages = raws or (codec.dumps(content[0]), codec.dumps(content[1]))
+        enc = self.encryption
+        if enc is None:
+            return {
+                "state_sha256": self.sha256(thread_id, "state", raw_state),
+                "messages_sha256": self.sha256(thread_id, "messages", raw_messages),
+            }
+        return {
+            "enc": {"alg": crypto.ALG, "key_id": enc.active_key_id},
+            "state_mac": enc.mac(enc.active_key_id, raw_state),
+            "messages_mac": enc.mac(enc.active_key_id, raw_messages),
+        }
+
+    def seal_snapshot(self, thread_id: str, checkpoint_id: str, content: Content) -> bytes:
+        """An encrypted, unpaged snapshot object of state *and* messages; needs ``encryption``."""
+        assert self.encryption is not None
+        state, messages = content
+        data = encode_snapshot(thread_id, checkpoint_id, state, messages=messages)
+        return self.encryption.seal(data, crypto.aad(self.archive_id, thread_id, checkpoint_id, "snapshot"))
+
+    # -- contents ------------------------------------------------------------------
+    def reader(
+        self, thread_id: str, *, mode: Mode = Mode.STRICT, cache: bool = True, walk: bool = False
+    ) -> ChainReader:
+        """The one replay (``ChainReader``) over this engine's objects and cache."""
+        return ChainReader(self, thread_id, mode=mode, cache=cache, walk=walk)
+
+    async def content_of(self, m: Manifest, checkpoint_id: str) -> Content:
+        """(state, messages) of a checkpoint of ``m``, from the cache or rebuilt from its chain."""
+        return await self.reader(m.thread_id).content(m.chain(checkpoint_id), m.inline)
+
+    @staticmethod
+    def checkpoint(thread_id: str, rec: Record, content: Content) -> Checkpoint:
+        """The caller's private copy of a checkpoint; its protection, when present, is checked."""
+        f = rec.get("fields", {})
+        state, messages = codec.loads(codec.dumps(content))
+        protection = f.get("protection")
+        ckpt = Checkpoint.model_construct(
+            thread_id=thread_id,
+            checkpoint_id=rec["id"],
+            parent_id=rec.get("parent"),
+            step=rec["step"],
+            state=state,
+            pending_nodes=list(f.get("pending_nodes", [])),
+            metadata=dict(rec.get("metadata", {})),
+            created_at=datetime.fromisoformat(rec["created_at"]),
+            cleared_interrupt=f.get("cleared_interrupt"),
+            attempts=dict(f.get("attempts", {})),
+            child_ledger=dict(f.get("child_ledger", {})),
+            run_id=f.get("run_id"),
+            node_id=f.get("node_id"),
+            messages=messages,
+            protection=None if protection is None else Protection.model_validate(protection),
+        )
+        ckpt.check_protection()
+        return ckpt

@@ -1,0 +1,392 @@
+"""A thread's log in an ``Engine``: reading its manifest (head hint, folded manifest, the commits after
+it), the per-thread caches and locks, and THE commit (``ThreadLog.commit``): save, compaction and every
+maintenance action go through it.
+
+A cached manifest is brought up to date by probing ``seq+1`` (normally one 404);
+without one it is rebuilt from the hint (no LIST) and the commits it may trail by,
+or from one LIST of the log when the hint is missing or unusable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ..archive import layout
+from ..archive.manifest import HINT_LAG, Manifest, hint_due, seal, unseal
+from ..archive.parts import read_folded, seal_parts
+from ..archive.schema import check_hint
+from ..errors import (
+    AccessDenied,
+    BucketNotFound,
+    CheckpointConflict,
+    CommitOutcomeUnknown,
+    CorruptManifest,
+    DuplicateCheckpointId,
+    MissingObject,
+    ObjectTooLarge,
+    ReadOnlyStorage,
+    StateTooLarge,
+    StorageFull,
+    UnsupportedFormatVersion,
+)
+from ..storage import ObjectStore
+from .plan import MAINTENANCE, Fold, Plan, Planner, Retry
+from .root import Root
+
+T = TypeVar("T")
+
+_REFUSED = (StorageFull, ReadOnlyStorage, AccessDenied, BucketNotFound)
+"""Storage errors that mean the request was refused, so a commit that raises one did not land."""
+
+
+class ThreadLog:
+    """The threads' logs of one archive: cached manifests (with when each was read, and the seq of the
+    newest fold), the head each writer last read from a hint, a lock per thread, and the commit."""
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        self.manifests: dict[str, Manifest] = {}
+        self.read_at: dict[str, float] = {}
+        self.folded_seq: dict[str, int | None] = {}
+        self.hint_heads: dict[str, str] = {}  # the head a load last read from the hint (a save's known head)
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.root.store
+
+    def lock(self, thread_id: str) -> asyncio.Lock:
+        lock = self._locks.get(thread_id)
+        if lock is None:
+            lock = self._locks[thread_id] = asyncio.Lock()
+        return lock
+
+    def cached(self, thread_id: str) -> Manifest | None:
+        """The manifest this instance holds for the thread (no request; it may be behind or stale)."""
+        return self.manifests.get(thread_id)
+
+    def forget(self, thread_id: str) -> None:
+        """Drop the cached view of a deleted thread."""
+        self.manifests.pop(thread_id, None)
+        self.folded_seq.pop(thread_id, None)
+
+    # -- reading ---------------------------------------------------------------------
+    async def _fold_forward(self, m: Manifest) -> Manifest:
+        """Apply commits after ``m.seq`` until the first absent one (normally one 404)."""
+        while True:
+            data = await self.store.get_or_none(layout.log_key(m.thread_id, m.seq + 1))
+            if data is None:
+                return m
+            if m is self.manifests.get(m.thread_id):
+                m = m.copy()
+            key = layout.log_key(m.thread_id, m.seq + 1)
+            m.apply_entry(unseal(data, f"commit {m.seq + 1}", thread_id=m.thread_id, key=key, kind="commit entry"))
+
+    @staticmethod
+    async def _no_hint() -> None:
+        return None
+
+    async def read_hint(self, thread_id: str) -> dict[str, Any] | None:
+        try:
+            data = await self.store.get_or_none(layout.head_key(thread_id))
+            if data is None:
+                return None
+            doc = unseal(data, "head hint", thread_id=thread_id, kind="head hint")
+            check_hint(doc, thread_id)
+            return doc
+        except (CorruptManifest, UnsupportedFormatVersion, ObjectTooLarge):
+            return None  # only a hint: fall back to the log itself (verify reports it)
+
+    async def manifest(
+        self, thread_id: str, *, hint: dict[str, Any] | None = None, hint_read: bool = False, cache: bool = True
+    ) -> Manifest:
+        """The thread's manifest, up to date with every commit made so far.
+
+        ``hint``: the head hint the caller has just read; ``hint_read``: it read it, even if there was
+        none (so it is not read twice). ``cache=False``: read it afresh and leave this instance's view of
+        the thread as it was (gc, which reads every thread, and a save's check of its own commit)."""
+        if cache:
+            self.hint_heads.pop(thread_id, None)  # the caller now sees the newest head
+        cached = self.manifests.get(thread_id) if cache else None
+        if cached is not None and not self.fresh(thread_id):
+            cached = None  # too old to trust: gc may have removed log entries after it
+        if cached is not None:
+            m = await self._fold_forward(cached)
+        elif hint is not None:
+            m = await self._rebuild(thread_id, hint, cache=cache)
+        else:
+            # Commit 1 is never collected (FORMAT.md §6), so no hint and no commit 1 means a thread
+            # nobody has committed to: no LIST of the log for the first save of every thread.
+            read_hint = self._no_hint() if hint_read else self.read_hint(thread_id)
+            hint, first = await asyncio.gather(read_hint, self.store.get_or_none(layout.log_key(thread_id, 1)))
+            empty = hint is None and first is None
+            m = Manifest(thread_id) if empty else await self._rebuild(thread_id, hint, cache=cache)
+        if not cache:
+            return m
+        self.manifests[thread_id] = m
+        self.read_at[thread_id] = time.monotonic()
+        return m
+
+    def fresh(self, thread_id: str) -> bool:
+        """Was the cached manifest read (or written) within half the gc grace period?"""
+        return time.monotonic() - self.read_at.get(thread_id, 0.0) <= self.root.manifest_ttl
+
+    async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None, *, cache: bool = True) -> Manifest:
+        if hint is not None:
+            base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
+        else:  # no usable hint: one LIST of the log (recovery path only)
+            names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+            folded = [int(n.split(".")[0]) for n in names if n.endswith(".manifest.json.zst")]
+            commits = [int(n.split(".")[0]) for n in names if n.endswith(".json") and n[:20].isdigit()]
+            base_seq = max(folded) if folded else None
+            last = max(commits) if commits else 0
+        start = base_seq or 0
+        keys = [layout.log_key(thread_id, s) for s in range(start + 1, last + 1)]
+        if base_seq:
+            keys.insert(0, layout.manifest_key(thread_id, base_seq))
+        # the commits a hint may trail by (HINT_LAG) and the one after are fetched with the others: the
+        # last is usually absent, and then the manifest is known to be current without another round trip
+        ahead = [last + 1 + i for i in range(HINT_LAG + 1)] if hint is not None else [last + 1]
+        datas = await self.store.get_many([*keys, *(layout.log_key(thread_id, s) for s in ahead)])
+        probes = datas[len(keys) :]
+        del datas[len(keys) :]
+        if base_seq:
+            data = datas.pop(0)
+            if data is None:  # folded manifest gone (gc): start over from the listing
+                return await self._rebuild(thread_id, None, cache=cache) if hint is not None else Manifest(thread_id)
+            key = layout.manifest_key(thread_id, base_seq)
+            try:
+                m = await read_folded(self.store, thread_id, data, f"manifest {base_seq}", key=key, seq=base_seq)
+            except MissingObject:  # a part of an older fold already collected: use the newest fold
+                if hint is None:
+                    raise
+                return await self._rebuild(thread_id, None, cache=cache)
+            except CorruptManifest as exc:
+                m, base_seq = await self._replay_to(thread_id, base_seq, exc)
+        else:
+            m = Manifest(thread_id)
+        for seq, data in zip(range(start + 1, last + 1), datas, strict=True):
+            key = layout.log_key(thread_id, seq)
+            if data is None:
+                if hint is not None:
+                    return await self._rebuild(thread_id, None, cache=cache)
+                raise MissingObject("commit entry is missing from the log", thread_id=thread_id, key=key)
+            m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry"))
+        if cache:
+            self.folded_seq[thread_id] = base_seq
+        for seq, data in zip(ahead, probes, strict=True):
+            if data is None:
+                return m
+            m.apply_entry(
+                unseal(
+                    data, f"commit {seq}", thread_id=thread_id, key=layout.log_key(thread_id, seq), kind="commit entry"
+                )
+            )
+        return await self._fold_forward(m)
+
+    async def _replay_to(self, thread_id: str, seq: int, error: CorruptManifest) -> tuple[Manifest, int | None]:
+        """The manifest as of ``seq`` without its (corrupt) folded copy, where that is provably safe.
+
+        Commit entries are immutable and individually sealed, so an older good folded
+        manifest (or none) plus *every* commit up to ``seq`` gives exactly the state the
+        corrupt copy held. If any of those commits is gone, nothing is guessed: ``error``.
+        """
+        names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+        bases = sorted(int(n[:20]) for n in names if n.endswith(".manifest.json.zst") and int(n[:20]) < seq)
+        for base in [*reversed(bases), 0]:
+            keys = [layout.log_key(thread_id, s) for s in range(base + 1, seq + 1)]
+            if base:
+                keys.insert(0, layout.manifest_key(thread_id, base))
+            datas = await self.store.get_many(keys)
+            if any(d is None for d in datas):
+                continue
+            try:
+                if base:
+                    first = datas.pop(0)
+                    assert first is not None
+                    what = f"manifest {base}"
+                    m = await read_folded(self.store, thread_id, first, what, key=keys[0], seq=base)
+                else:
+                    m = Manifest(thread_id)
+                for s, data in zip(range(base + 1, seq + 1), datas, strict=True):
+                    assert data is not None
+                    key = layout.log_key(thread_id, s)
+                    m.apply_entry(unseal(data, f"commit {s}", thread_id=thread_id, key=key, kind="commit entry"))
+            except (CorruptManifest, MissingObject):
+                continue
+            return m, base or None
+        raise error
+
+    # -- the commit ------------------------------------------------------------------
+    async def commit(
+        self,
+        thread_id: str,
+        plan: Planner[T],
+        *,
+        retry: Retry = MAINTENANCE,
+        cache: bool = True,
+        fold: Fold = Fold.FIRST,
+        first_read: Callable[[], Awaitable[Manifest]] | None = None,
+        landed: Callable[[Manifest, Plan[T]], Awaitable[None]] | None = None,
+    ) -> T:
+        """THE commit of a thread (save, compaction and every maintenance action): under the thread's
+        lock, read the manifest (``first_read`` for the first attempt: a save's known head), ``plan``
+        against it, build the commit entry (``StateTooLarge`` before anything is written), write the
+        payloads, create the entry put-if-absent; once it landed, ``landed`` (a slow save's check),
+        the caches and what ``fold`` publishes. A lost race re-reads and re-plans as ``retry`` says.
+
+        ``cache=False`` (gc): the manifest is read afresh and this instance's view of the thread is
+        left as it was, so its next save still detects the commits of other writers."""
+        attempt = 0
+        while True:
+            async with self.lock(thread_id):
+                while True:
+                    if attempt == 0 and first_read is not None:
+                        m = await first_read()
+                    else:
+                        m = await self.manifest(thread_id, cache=cache)
+                    planned = await plan(m, attempt)
+                    if not planned.actions:
+                        return planned.result
+                    routine = fold is Fold.IF_COMPACTED
+                    hint = not routine or hint_due(m.seq + 1, planned.actions)
+                    done = await self._attempt(m, planned, hint=hint and routine, cache=cache)
+                    if done is not None:
+                        new, stored, beside = done
+                        if landed is not None:
+                            await landed(new, planned)
+                        if cache:
+                            self.manifests[thread_id] = new
+                            self.read_at[thread_id] = time.monotonic()
+                        compacted = not routine or any(a["action"] == "compact" for a in planned.actions)
+                        await self._publish(
+                            new, stored, compacted=compacted, hint=hint and not beside, fold_first=fold is Fold.FIRST
+                        )
+                        return planned.result
+                    attempt += 1
+                    if retry.attempts is not None and attempt >= retry.attempts:
+                        raise CheckpointConflict(retry.gave_up.format(thread=thread_id))
+                    if retry.backoff:
+                        break  # sleep with the lock released
+            await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
+
+    async def _attempt(
+        self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool
+    ) -> tuple[Manifest, bytes, bool] | None:
+        """One attempt: (new manifest, stored entry, hint put beside it) once it landed, None if it lost.
+
+        ``hint``: a due hint may go out with the commit; in an archive with a version 2 marker it does
+        (one round trip, not two), else ``_publish`` puts it once the commit has landed."""
+        thread_id = m.thread_id
+        entry = m.commit_entry(planned.actions)  # refused (StateTooLarge) before any payload is written
+        await asyncio.gather(
+            *(self.store.put(key, data) for key, data in planned.objects),
+            *(self.store.copy(src, dst) for src, dst in planned.copies.items()),
+            *(self.write_index(thread_id, cid) for cid in planned.ids),
+        )
+        stored = await self.root.stored_commit(entry)
+        new = m.copy()
+        new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
+        beside = hint and self.root.hint_with_commit
+        try:
+            landed = await self._put_commit(new, stored, hint=beside)
+        except CommitOutcomeUnknown:
+            # the next save re-reads the log first (as after a long pause, keeping the known head): a
+            # re-save of this checkpoint then finds it, before writing anything
+            if cache:
+                self.read_at[thread_id] = -math.inf
+            raise
+        return (new, stored, beside) if landed else None
+
+    async def _put_commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
+        """Create commit ``new.seq`` (put-if-absent of ``stored``), with the head hint put at the same
+        time when ``hint``. A hint whose commit loses the race names an entry that is not the one at
+        its ``seq``: readers check ``entry_sha256`` and ignore it (FORMAT.md section 7); the next hint
+        replaces it.
+
+        A failure that may have come after the entry landed (a lost reply, retries used up) raises
+        ``CommitOutcomeUnknown``; only a refusal (full, read-only, denied, no bucket) is definite."""
+        commit = self._create_commit(new, stored)
+        if not hint:
+            return await commit
+        put_hint = asyncio.ensure_future(self._put_hint(new, stored))
+        try:
+            return await commit
+        finally:
+            await put_hint
+
+    async def _create_commit(self, new: Manifest, stored: bytes) -> bool:
+        try:
+            return await self.store.put_if_absent(layout.log_key(new.thread_id, new.seq), stored)
+        except _REFUSED:
+            raise
+        except OSError as exc:  # StorageError (typed by the store) or raw, from a wrapping store
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise CommitOutcomeUnknown(
+                f"commit {new.seq} of thread {new.thread_id!r} may or may not have landed ({reason}): "
+                "save the same checkpoint again to find out (a re-save, like a re-run of maintenance, is idempotent)"
+            ) from exc
+
+    async def _put_hint(self, m: Manifest, stored: bytes) -> None:
+        """Best effort: a hint that failed only costs readers a few more reads (they probe past it)."""
+        with contextlib.suppress(Exception):  # not a crash or cancellation (BaseException)
+            await self.store.put(layout.head_key(m.thread_id), m.hint(self.folded_seq.get(m.thread_id), stored))
+
+    async def write_index(self, thread_id: str, checkpoint_id: str) -> None:
+        key = layout.id_key(checkpoint_id)
+        doc = seal({"type": "id", "thread_id": thread_id, "checkpoint_id": checkpoint_id})
+        if await self.store.put_if_absent(key, doc):
+            return
+        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}", key=key, kind="id entry")
+        owner = existing.get("thread_id")
+        if isinstance(owner, str) and owner != thread_id:
+            other = await self.manifest(owner)
+            if checkpoint_id in other.records:
+                raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
+            await self.store.put(key, doc)  # left over from a save that never committed
+
+    async def _publish(
+        self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool = True, fold_first: bool = False
+    ) -> None:
+        """After commit ``m.seq`` (stored as ``entry``): rewrite the hint unless ``hint`` is False (it
+        went with the commit, or ``hint_due`` says the next commit's will cover it); after a compaction
+        also fold the manifest. ``fold_first`` (maintenance, where latency does not matter): the hint
+        then names the new fold, so a gc run right after can collect the log before it."""
+        # The commit already landed: a failed hint, part or fold only costs readers a few more
+        # reads (they probe past the hint and rebuild from the log), so none of it is an error.
+        if not (hint or compacted):
+            return
+        results: list[Any] = []
+        if compacted and fold_first:
+            results += await asyncio.gather(self._fold(m), return_exceptions=True)
+        tasks: list[Any] = []
+        if hint:  # built now: it names the newest fold written so far
+            tasks.append(self._put_hint(m, entry))
+        if compacted and not fold_first:
+            tasks.append(self._fold(m))
+        results += await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, Exception):
+                raise result  # a crash/cancellation is not swallowed
+
+    async def _fold(self, m: Manifest) -> None:
+        """Seal parts, then write the folded manifest; on success readers may start from it."""
+        before = (list(m.parts), list(m.part_ids), set(m.sealed), set(m.dirty))
+        try:  # a part or a fold over its bound (limits) is refused: readers fold the log instead
+            objects, folded = seal_parts(m), m.folded()
+        except StateTooLarge:
+            m.parts, m.part_ids, m.sealed, m.dirty = before
+            raise
+        written = await asyncio.gather(*(self.store.put(key, data) for key, data in objects), return_exceptions=True)
+        failed = [r for r in written if isinstance(r, BaseException)]
+        if failed:  # sealed parts first: the fold that names them must never exist without them
+            m.parts, m.part_ids, m.sealed, m.dirty = before
+            raise next((r for r in failed if not isinstance(r, Exception)), failed[0])
+        await self.store.put(layout.manifest_key(m.thread_id, m.seq), folded)
+        self.folded_seq[m.thread_id] = m.seq

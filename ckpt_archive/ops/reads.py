@@ -1,0 +1,255 @@
+"""Reads over an ``Engine``: loads, listings, threads, history, and many checkpoints of one thread at once.
+
+``history`` walks the manifest in commit order with the one chain replay
+(``ChainReader.each``): each state is built from the one it was saved against
+(normally the previous one), so a thread of n checkpoints costs one GET per
+object and n delta applications, not n replays.
+
+Building many checkpoints of one thread at once (``contents``): one manifest read, every object
+fetched once. Callers that need the full state of many checkpoints (LangGraph's ``list`` returns every listed
+checkpoint with its values) would otherwise pay, per checkpoint, an ``_ids/`` lookup, a manifest
+probe and a fetch of its delta segment -- the same segment once for each of the checkpoints it
+holds. Here the wanted checkpoints are built oldest first, so each is its parent's state plus one
+delta, from objects fetched together in one concurrent batch and segments parsed once. Every state
+is still checked against the digests its record carries, exactly as in a single load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from .. import codec
+from ..archive import layout
+from ..archive.content import Content
+from ..archive.manifest import HINT_LAG, Manifest, Record, appended, hint_chain, id_entry_thread, record_info, unseal
+from ..engine import Engine
+
+__all__ = [
+    "Manifest",
+    "cached_head",
+    "contents",
+    "delete",
+    "head_from_hint",
+    "head_guess",
+    "history",
+    "infos",
+    "listing",
+    "load",
+    "load_by_id",
+    "record_info",
+    "thread_folders",
+    "threads",
+    "warm_head",
+]
+from ..errors import CheckpointError, CorruptManifest
+from ..model import Checkpoint, CheckpointInfo
+
+
+async def head_guess(engine: Engine, thread_id: str) -> tuple[CheckpointInfo | None, dict[str, Any] | None]:
+    """The thread's head as far as can be known before its manifest is read, and the head hint.
+
+    From the manifest this instance has cached (no request), else from the head hint (one GET, run
+    with the root check). A caller may start reads that depend on the head on this guess while
+    ``listing(engine, thread_id, hint)`` confirms it; the guess is stale when another writer has
+    committed since.
+    """
+    layout.thread_dir(thread_id)
+    cached = engine.log.cached(thread_id)
+    if cached is not None and engine.log.fresh(thread_id):
+        rec = cached.records.get(cached.head) if cached.head else None
+        return (None if rec is None else record_info(thread_id, rec)), None
+    hint = await engine.root.rooted(engine.log.read_hint(thread_id))
+    chain = (hint or {}).get("chain") or []
+    return (record_info(thread_id, chain[-1]) if chain else None), hint
+
+
+def cached_head(engine: Engine, thread_id: str) -> CheckpointInfo | None:
+    """The head of the manifest this instance holds (no request; it may be behind: a save against
+    it then fails with ``CheckpointConflict`` rather than committing on a stale view)."""
+    m = engine.log.cached(thread_id)
+    rec = m.records.get(m.head) if m is not None and m.head else None
+    return None if rec is None else record_info(thread_id, rec)
+
+
+async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -> tuple[Record, Content] | None:
+    """The thread's head and its content from the hint, when the hint is current or trails the log by
+    one appended delta (``HINT_LAG``: the commits after it are probed while the chain's objects are
+    fetched); None when the log has moved on otherwise."""
+    chain, inline = hint_chain(hint)
+    if not chain:
+        return None
+    seq, entry = int(hint["seq"]), hint.get("entry_sha256")
+    logs = [layout.log_key(thread_id, seq + 1 + i) for i in range(HINT_LAG + 1)]
+    if entry is not None:  # the hint went out with its commit: is that commit the one at seq?
+        logs.insert(0, layout.log_key(thread_id, seq))
+    reader = engine.contents.reader(thread_id)
+    keys = reader.needed([chain])  # what the state cache does not hold
+    probes, datas = await asyncio.gather(engine.store.get_many(logs), engine.store.get_many(keys))
+    if entry is not None:
+        own = probes.pop(0)
+        if own is None or codec.sha256(own) != entry:  # its commit never landed, or lost the race
+            return None
+    reader.hold(keys, datas)
+    if probes[0] is not None and probes[-1] is not None:
+        return None
+    content = await reader.content(chain, inline)
+    if probes[0] is None:
+        return chain[-1], content
+    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=logs[0], kind="commit entry")
+    found = appended(doc, thread_id, seq + 1, chain[-1]["id"])
+    if found is None:
+        return None
+    rec, ops = found  # built on the content of its parent, just built
+    return rec, await reader.content([*chain, rec], {**inline, rec["id"]: ops})
+
+
+async def warm_head(engine: Engine, thread_id: str, hint: dict[str, Any]) -> None:
+    """Build the head's content from the hint's chain into the state cache (keyed by record version),
+    so that ``contents`` of that head then reads nothing. Run it alongside ``listing``; a failure here
+    is left for the confirmed read to report."""
+    chain, inline = hint_chain(hint)
+    if chain:
+        with contextlib.suppress(CheckpointError):
+            await engine.contents.reader(thread_id).content(chain, inline)
+
+
+async def listing(
+    engine: Engine, thread_id: str, hint: dict[str, Any] | None = None, *, hint_read: bool = False
+) -> tuple[Manifest, list[CheckpointInfo]]:
+    """The thread's up-to-date manifest and its listing (``alist``), to pass on to ``contents``;
+    ``hint`` is the head hint the caller has just read (``hint_read``: even if there was none)."""
+    layout.thread_dir(thread_id)
+    m = await engine.root.rooted(engine.log.manifest(thread_id, hint=hint, hint_read=hint_read))
+    return m, [record_info(thread_id, rec) for rec in m.records.values()]
+
+
+async def contents(
+    engine: Engine, thread_id: str, checkpoint_ids: Iterable[str], m: Manifest | None = None
+) -> dict[str, Content]:
+    """(state, messages) of each checkpoint of ``thread_id`` named (unknown ids are left out).
+
+    The returned values are shared with the archive's state cache: read them, never mutate them.
+    ``m`` is the manifest ``listing`` just returned (no second probe of the log); otherwise it is
+    read here.
+    """
+    if m is None:
+        m = (await listing(engine, thread_id))[0]
+    order = {cid: i for i, cid in enumerate(m.records)}
+    wanted = sorted({c for c in checkpoint_ids if c in order}, key=order.__getitem__)
+    reader = engine.contents.reader(thread_id)
+    chains = [m.chain(cid) for cid in wanted]
+    await reader.fetch(reader.needed(chains))  # one batch: each object once, for every chain
+    return {cid: await reader.content(chain, m.inline) for cid, chain in zip(wanted, chains, strict=True)}
+
+
+# -- the protocol's reads ---------------------------------------------------------------
+async def load(engine: Engine, thread_id: str) -> Checkpoint | None:
+    """The thread's head: from the head hint when this instance holds no manifest of it (one round
+    trip for a reader that never saw the thread), else from its manifest, brought up to date."""
+    layout.thread_dir(thread_id)  # validates the id
+    cached = engine.log.cached(thread_id)
+    if cached is None:
+        hint = await engine.root.rooted(engine.log.read_hint(thread_id))
+        found = None if hint is None else await head_from_hint(engine, thread_id, hint)
+        if found is not None:
+            rec, content = found
+            engine.log.hint_heads[thread_id] = rec["id"]  # the head this writer last read
+            return engine.contents.checkpoint(thread_id, rec, content)
+        m = await engine.log.manifest(thread_id, hint=hint, hint_read=True)
+    else:
+        await engine.root.check()
+        m = await engine.log.manifest(thread_id)
+    if m.head is None:
+        return None
+    rec = m.records[m.head]
+    return engine.contents.checkpoint(thread_id, rec, await engine.contents.content_of(m, m.head))
+
+
+async def load_by_id(engine: Engine, checkpoint_id: str) -> Checkpoint | None:
+    data = await engine.root.rooted(engine.store.get_or_none(layout.id_key(checkpoint_id)))
+    if data is None:
+        return None
+    thread_id = id_entry_thread(data, checkpoint_id)
+    m = await engine.log.manifest(thread_id)
+    rec = m.records.get(checkpoint_id)
+    if rec is None:
+        return None
+    return engine.contents.checkpoint(thread_id, rec, await engine.contents.content_of(m, checkpoint_id))
+
+
+async def infos(engine: Engine, thread_id: str) -> list[CheckpointInfo]:
+    layout.thread_dir(thread_id)
+    m = await engine.root.rooted(engine.log.manifest(thread_id))
+    return [record_info(thread_id, rec) for rec in m.records.values()]
+
+
+async def threads(engine: Engine) -> list[str]:
+    return sorted((await thread_folders(engine))[0])
+
+
+async def thread_folders(engine: Engine) -> tuple[list[str], dict[str, CheckpointError]]:
+    """(thread ids, {folder: why} for folders whose thread id cannot be read).
+
+    A folder named by the sha256 of a long id is named by its head hint or, when the hint is
+    unusable, by its first commit (never collected): a damaged document of one thread never
+    hides the others. ``verify`` reports the folders left unnamed."""
+    await engine.root.check()
+    out, unnamed = [], {}
+    for name in await engine.store.list_dir(""):
+        if not name.startswith(layout.THREAD_PREFIX):
+            continue
+        thread = layout.decode_id(name[len(layout.THREAD_PREFIX) :])
+        if thread is None:
+            try:
+                thread = await _hashed_thread(engine, name)
+            except CheckpointError as exc:
+                unnamed[name] = exc
+                continue
+            if thread is None:  # neither hint nor commit: nothing was ever committed there
+                continue
+        out.append(thread)
+    return out, unnamed
+
+
+async def _hashed_thread(engine: Engine, folder: str) -> str | None:
+    """The thread id that a hashed folder's hint or first commit records (it must hash to the folder)."""
+    failure: CheckpointError | None = None
+    for what, kind, key in (
+        ("head hint", "head hint", f"{folder}/_head.json"),
+        ("commit 1", "commit entry", f"{folder}/_log/{1:020d}.json"),
+    ):
+        data = await engine.store.get_or_none(key)  # the commit only when the hint does not do
+        if data is None:
+            continue
+        try:
+            thread = unseal(data, f"{what} in {folder!r}", key=key, kind=kind).get("thread_id")
+            if isinstance(thread, str) and thread and layout.thread_dir(thread) == folder:
+                return thread
+            raise CorruptManifest(f"{what} names another thread ({thread!r})", key=key)
+        except CheckpointError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+    return None
+
+
+async def delete(engine: Engine, thread_id: str) -> None:
+    await engine.root.check()
+    m = await engine.log.manifest(thread_id)
+    await engine.store.delete([layout.id_key(cid) for cid in m.records])
+    await engine.store.delete_prefix(layout.thread_dir(thread_id))
+    engine.log.forget(thread_id)
+    engine.contents.forget(m.records.values())
+
+
+async def history(engine: Engine, thread_id: str) -> AsyncIterator[Checkpoint]:
+    """Every checkpoint of the thread, oldest first, with its full state (lazily)."""
+    layout.thread_dir(thread_id)
+    await engine.root.check()
+    m = await engine.log.manifest(thread_id)
+    async for rec, content in engine.contents.reader(thread_id, walk=True).each(m):
+        assert content is not None  # a strict replay raises instead
+        yield engine.contents.checkpoint(thread_id, rec, content)

@@ -1,0 +1,269 @@
+"""Saving: payloads, the put-if-absent commit (``ThreadLog.commit``, the one commit), then the hint.
+
+Save protocol (docs/FORMAT.md has the normative version):
+
+1. payload objects are written first (a snapshot; at a snapshot, the thread's
+   inline deltas compacted into one Parquet segment), together with the
+   ``_ids/`` entry that makes ``load_by_id`` work without a thread id;
+2. the commit entry ``_log/<seq+1>.json`` is created put-if-absent. Losing that
+   race means another writer committed first: a save that appends to the head
+   raises ``CheckpointConflict``; an explicit fork (``parent_id``) re-reads the
+   log and retries at the next seq. Payloads of a lost save are never
+   referenced, so readers cannot see them;
+3. the head hint is rewritten at the same time as the commit is created (best effort; readers
+   probe past it anyway, and check that the entry it names is the one committed), except after a
+   plain delta at an even seq (``hint_due``): such a save costs two writes instead of three. After
+   a compaction the manifest is folded once the commit has landed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from .. import codec, limits
+from ..archive import crypto, layout
+from ..archive.content import Content, paged_snapshot, state_key
+from ..archive.manifest import Manifest, Record
+from ..archive.objects import encode_segment
+from ..chain import snapshot_due
+from ..delta import diff_checkpoint
+from ..engine import ONCE, SAVE, Engine, Fold, Plan
+from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
+from ..model import Checkpoint
+
+
+async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False) -> str:
+    """``detached`` (a restore, ``transfer.replay``): the checkpoint starts a chain of its own, as a
+    full snapshot, and its ``parent_id`` is recorded as it is without being looked up (None, or a
+    checkpoint that retention removed in the archive it came from: the lineage a prune leaves,
+    FORMAT.md section 10). A plain save requires the parent to be in the thread."""
+    # checked and privately copied once, whatever the number of commit attempts
+    (state, raw_state), (messages, raw_messages) = (
+        codec.json_copy_raw(checkpoint.state, "state", series=checkpoint.thread_id),
+        codec.json_copy_raw(checkpoint.messages, "messages", series=checkpoint.thread_id),
+    )
+    content: Content = (state, messages)
+    limits.check_state(len(raw_state) + len(raw_messages))
+    checkpoint.check_protection()
+    thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
+    layout.thread_dir(thread_id)
+    layout.id_key(cid)
+    # every field of the record is checked here, before anything is written (no orphans)
+    fields = record_fields(checkpoint, engine.contents.digests(content, thread_id, (raw_state, raw_messages)))
+    explicit = checkpoint.parent_id is not None or detached
+    started = 0.0
+    parent_id: str | None = None
+
+    async def known_head() -> Manifest:
+        # The writer's cached view is its "known head": no read before the commit, whose
+        # put-if-absent detects anyone who committed since.
+        nonlocal started
+        seen = engine.log.hint_heads.pop(thread_id, None)
+        cached = engine.log.cached(thread_id)
+        m = cached if cached is not None else await engine.root.rooted(engine.log.manifest(thread_id))
+        await engine.root.check(create=True)  # the first commit creates the archive, before any payload
+        if not engine.log.fresh(thread_id):  # too old to commit against (gc may have cut the log): re-read
+            seen, m = m.head, await engine.log.manifest(thread_id)
+        started = time.monotonic()  # the manifest is at most manifest_ttl old, and no payload written
+        if committed(m, checkpoint, fields):
+            return m
+        if not explicit and seen is not None and seen != m.head:  # last read via the hint: moved on since
+            raise CheckpointConflict(
+                f"thread {thread_id!r} moved on (head {m.head!r}) since this writer last read it "
+                f"(head {seen!r}); reload and save again, or pass parent_id to fork"
+            )
+        if explicit and not detached and checkpoint.parent_id not in m.records:
+            m = await engine.log.manifest(thread_id)
+        return m
+
+    async def plan(m: Manifest, attempt: int) -> Plan[None]:
+        nonlocal parent_id
+        if committed(m, checkpoint, fields):  # by this save's own earlier attempt, or a twin
+            return Plan([], None)
+        if attempt and not explicit and m.head != parent_id:  # maintenance commits (prune, pin...) keep the head
+            raise CheckpointConflict(
+                f"thread {thread_id!r} moved on (now at commit {m.seq}, head {m.head!r}) since this "
+                "writer last read it; reload and save again, or pass parent_id to fork"
+            )
+        parent_id = checkpoint.parent_id if explicit else m.head
+        if not detached and parent_id is not None and parent_id not in m.records:
+            raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
+        actions, objects = await prepare(engine, m, checkpoint, parent_id, content, fields, detached=detached)
+        return Plan(actions, None, objects=objects, ids=[] if attempt else [cid])  # the _ids entry once
+
+    async def landed(new: Manifest, done: Plan[None]) -> None:
+        if time.monotonic() - started > engine.root.manifest_ttl / 2:
+            await confirm(engine, thread_id, cid, done.objects)
+        engine.contents.remember(state_key(new.records[cid]), content)
+
+    await engine.log.commit(thread_id, plan, retry=SAVE, fold=Fold.IF_COMPACTED, first_read=known_head, landed=landed)
+    return cid
+
+
+def committed(m: Manifest, ckpt: Checkpoint, base: Record) -> bool:
+    """Is ``ckpt`` committed in ``m`` already? A re-save (after ``CommitOutcomeUnknown``, say) of the
+    same checkpoint -- its record has the same content digests, step, time, metadata and fields, and
+    the same parent if one is named -- is; the same id with anything else is refused."""
+    rec = m.records.get(ckpt.checkpoint_id)
+    if rec is None:
+        return False
+    same = all(rec.get(k) == v for k, v in base.items())
+    if same and (ckpt.parent_id is None or rec.get("parent") == ckpt.parent_id):
+        return True
+    raise DuplicateCheckpointId(
+        f"checkpoint {ckpt.checkpoint_id!r} is already in thread {m.thread_id!r} with other content; "
+        "give the new checkpoint a new id"
+    )
+
+
+async def confirm(engine: Engine, thread_id: str, checkpoint_id: str, objects: list[tuple[str, bytes]]) -> None:
+    """After a slow save (over half a ``manifest_ttl``): make sure its committed checkpoint is whole.
+
+    gc keeps what a commit names only if the commit landed before gc read the manifest, or the
+    payloads are younger than its grace (at least ``gc_floor``): a save this slow may have had its
+    payloads collected as orphans, or committed into a log cut under its cached view. Re-read
+    afresh; a checkpoint that is not there was never visible (``CheckpointConflict``); otherwise
+    put its objects again (the same bytes under the same keys)."""
+    m = await engine.log.manifest(thread_id, cache=False)
+    if checkpoint_id not in m.records:
+        raise CheckpointConflict(
+            f"checkpoint {checkpoint_id!r} of thread {thread_id!r} is not in the thread after a save that "
+            "took longer than gc's grace period allows; reload and save again"
+        )
+    await asyncio.gather(
+        *(engine.store.put(key, data) for key, data in objects), engine.log.write_index(thread_id, checkpoint_id)
+    )
+
+
+def record_fields(ckpt: Checkpoint, digests: dict[str, Any]) -> Record:
+    """The fields of ``ckpt``'s record that do not depend on where it is committed (``digests``: its
+    ``Contents.digests``); refused (``InvalidState``) unless every one can be sealed."""
+    record: Record = {
+        "id": ckpt.checkpoint_id,
+        "step": ckpt.step,
+        "created_at": ckpt.created_at.isoformat(),
+        "metadata": ckpt.metadata,
+        "fields": {
+            "pending_nodes": ckpt.pending_nodes,
+            "cleared_interrupt": ckpt.cleared_interrupt,
+            "attempts": ckpt.attempts,
+            "child_ledger": ckpt.child_ledger,
+        },
+        "version": 1,
+        **digests,
+    }
+    for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
+        if getattr(ckpt, name) is not None:
+            record["fields"][name] = getattr(ckpt, name)
+    if ckpt.protection is not None:
+        record["fields"]["protection"] = ckpt.protection.model_dump()
+    codec.check_json(record, "checkpoint")  # e.g. a step beyond 64 bits, set by model_copy(update=...)
+    return record
+
+
+async def prepare(
+    engine: Engine,
+    m: Manifest,
+    ckpt: Checkpoint,
+    parent_id: str | None,
+    content: Content,
+    fields: Record,
+    *,
+    detached: bool = False,
+) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
+    """Actions of the commit and payload objects (key, bytes) to write before it (``fields``: the
+    checked ``record_fields`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
+    base a delta is taken against."""
+    state, messages = content
+    base = None if detached else parent_id
+    parent = m.records.get(base) if base else None
+    depth = None if parent is None else int(parent["depth"])
+    record: Record = {**fields, "fields": dict(fields["fields"]), "parent": parent_id}
+    enc = engine.encryption
+    objects: list[tuple[str, bytes]] = []
+    actions: list[dict[str, Any]] = []
+    ops = None
+    # a delta stays inline in commit entries, hints and folds: a thread holds at most
+    # MAX_INLINE_DELTAS of them, of at most INLINE_OPS_BYTES each (limits), or it is a snapshot
+    full = base is None or snapshot_due(ckpt.step, depth, engine.root.full_snapshot_interval)
+    if not full and len(m.inline) < limits.MAX_INLINE_DELTAS:
+        assert base is not None
+        ops = diff_checkpoint(*await engine.contents.content_of(m, base), state, messages)
+        if enc is not None:
+            ops = crypto.seal_ops(enc, engine.root.archive_id, m.thread_id, ckpt.checkpoint_id, ops)
+        stored_ops = len(codec.dumps(ops))
+        if stored_ops > limits.INLINE_OPS_BYTES:
+            ops = None
+    if ops is None:
+        key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
+        new_pages: list[tuple[str, bytes]] = []
+        page_refs: list[dict[str, Any]] = []
+        if enc is not None:  # no shared pages (of state or messages): their names would be digests of plaintext
+            data = engine.contents.seal_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages))
+        else:
+            known = parent_pages(m, base)
+            data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
+        objects.append((key, data))
+        objects.extend(new_pages)
+        ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+        if page_refs:
+            ref["pages"] = page_refs
+        record.update(kind="full", depth=0, ref=ref, bytes=len(data) + sum(len(d) for _, d in new_pages))
+        compact = compact_action(m)
+        if compact is not None:
+            action, segment_key, segment = compact
+            objects.append((segment_key, segment))
+            actions.append(action)
+        actions.insert(0, {"action": "add", "record": record})
+    else:
+        assert depth is not None
+        record.update(kind="delta", depth=depth + 1)
+        if ops:
+            record.update(ref={"type": "inline"}, bytes=stored_ops)
+            actions.append({"action": "add", "record": record, "ops": ops})
+        else:
+            record.update(ref={"type": "empty"}, bytes=0)
+            actions.append({"action": "add", "record": record})
+    return actions, objects
+
+
+def parent_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
+    """Pages already stored that the new snapshot may reuse: those of the parent chain's snapshot."""
+    if parent_id is None:
+        return {}
+    base = m.chain(parent_id)[0]["ref"]
+    return {p["digest"]: p for p in base.get("pages", [])}
+
+
+def compact_action(m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
+    """Move every inline delta of the thread into one Parquet segment (``encode_segment``)."""
+    if not m.inline:
+        return None
+    entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
+    data, groups = encode_segment(m.thread_id, entries)
+    key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
+    action = {
+        "action": "compact",
+        "key": key,
+        "sha256": codec.sha256(data),
+        "size": len(data),
+        "row_groups": {cid: {"row_group": g, "bytes": size} for cid, (g, size) in groups.items()},
+        "empty": [cid for cid, _, ops in entries if not ops],
+    }
+    return action, key, data
+
+
+async def compact(engine: Engine, thread_id: str) -> bool:
+    """Close the open segment now (end of a run): inline deltas to Parquet, fold the manifest."""
+
+    async def plan(m: Manifest, attempt: int) -> Plan[bool]:
+        compact = compact_action(m)
+        if compact is None:
+            return Plan([], False)
+        action, key, data = compact
+        return Plan([action], True, objects=[(key, data)])
+
+    return await engine.log.commit(thread_id, plan, retry=ONCE, fold=Fold.IF_COMPACTED)
