@@ -1,6 +1,6 @@
 """Optional encryption at rest: AES-256-GCM over snapshots and delta values (needs the ``crypto`` extra).
 
-What is encrypted, and what stays clear (see docs/FORMAT.md, "Encryption at rest"):
+What is encrypted, and what stays clear (see docs/format/spec.md, "Encryption at rest"):
 
 * a snapshot object is sealed whole: ``CKAE1\\n`` + key-id length (1 byte) + key id +
   12-byte nonce + ciphertext-and-tag of the (zstd) snapshot bytes;

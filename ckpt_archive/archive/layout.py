@@ -1,6 +1,6 @@
 """Object keys of an archive, and the reversible encoding of ids into key segments.
 
-Layout under the archive root (see docs/FORMAT.md)::
+Layout under the archive root (see docs/format/spec.md)::
 
     _archive.json                                   archive root marker (format version)
     _ids/<enc checkpoint id>.json                   checkpoint id -> thread (load by id alone)
@@ -34,7 +34,7 @@ THREAD_PREFIX = "thread_id="
 IDS = "_ids"
 SESSION_PREFIX = "session_id="
 LANGGRAPH = "_langgraph"
-"""The LangGraph saver's pending writes (FORMAT.md section 11): the archive's own, written before the first
+"""The LangGraph saver's pending writes (spec.md section 11): the archive's own, written before the first
 commit of a run may create the marker."""
 THREAD_FOLDERS = frozenset({"_log", "_parts", "snapshots", "deltas", "pages"})
 """The folders inside a thread's folder; nothing else in it is the archive's."""

@@ -291,7 +291,7 @@ class Manifest:
     def hint(self, manifest_seq: int | None, entry: bytes) -> bytes:
         """The head hint after commit ``seq``, whose entry is stored as ``entry``: the hint carries its
         sha256, so a reader can tell a hint of this commit from one whose commit never landed (a writer
-        puts the hint alongside the commit, FORMAT.md section 7)."""
+        puts the hint alongside the commit, spec.md section 7)."""
         chain = self.chain(self.head) if self.head else []
         raw = seal(
             {
@@ -349,7 +349,7 @@ def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
 
 
 HINT_LAG = 1
-"""Commits a head hint may trail the log by after a clean save (FORMAT.md §7): a writer skips the hint
+"""Commits a head hint may trail the log by after a clean save (spec.md §7): a writer skips the hint
 of a plain delta save at an even seq, so readers probe ``HINT_LAG + 1`` commits past the hint."""
 
 

@@ -121,7 +121,7 @@ class ThreadLog:
         elif hint is not None:
             m = await self._rebuild(thread_id, hint, cache=cache)
         else:
-            # Commit 1 is never collected (FORMAT.md §6), so no hint and no commit 1 means a thread
+            # Commit 1 is never collected (spec.md §6), so no hint and no commit 1 means a thread
             # nobody has committed to: no LIST of the log for the first save of every thread.
             read_hint = self._no_hint() if hint_read else self.read_hint(thread_id)
             hint, first = await asyncio.gather(read_hint, self.store.get_or_none(layout.log_key(thread_id, 1)))
@@ -307,7 +307,7 @@ class ThreadLog:
     async def _put_commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
         """Create commit ``new.seq`` (put-if-absent of ``stored``), with the head hint put at the same
         time when ``hint``. A hint whose commit loses the race names an entry that is not the one at
-        its ``seq``: readers check ``entry_sha256`` and ignore it (FORMAT.md section 7); the next hint
+        its ``seq``: readers check ``entry_sha256`` and ignore it (spec.md section 7); the next hint
         replaces it.
 
         A failure that may have come after the entry landed (a lost reply, retries used up) raises

@@ -44,7 +44,7 @@ def gc_floor(gc_grace: timedelta) -> timedelta:
 
 MARKER_VERSION = 2
 """The archive marker's ``format_version`` in archives this revision creates: in them a writer puts the
-head hint beside its commit, so a hint may name a commit that never landed (FORMAT.md section 7).
+head hint beside its commit, so a hint may name a commit that never landed (spec.md section 7).
 Readers of earlier revisions, which would believe such a hint, refuse these archives
 (``UnsupportedFormatVersion``) rather than misread them; archives with a version 1 marker keep the hint
 after the commit."""
@@ -143,7 +143,7 @@ class Root:
 
     async def stored_commit(self, entry: bytes) -> bytes:
         """The bytes to store for a commit entry: zstd in archives whose marker says so (created by a
-        writer whose readers accept it, FORMAT.md section 6), the sealed JSON itself otherwise, so
+        writer whose readers accept it, spec.md section 6), the sealed JSON itself otherwise, so
         that readers of earlier revisions keep reading the archives they created."""
         await self.check(create=True)
         return codec.compress(entry) if self._zstd_commits else entry

@@ -10,7 +10,7 @@
 * manifest objects a newer folded manifest supersedes: commit entries up to
   the newest folded manifest, older folded manifests and sealed parts no
   current fold names (again only when older than the grace period, see
-  docs/FORMAT.md for why that is safe);
+  docs/format/spec.md for why that is safe);
 * temporary files of interrupted local writes in the archive's own folders,
   ``_ids/`` entries of checkpoints no manifest has, and S3 multipart uploads of
   the archive's keys started before the grace period.

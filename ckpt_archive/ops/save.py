@@ -1,6 +1,6 @@
 """Saving: payloads, the put-if-absent commit (``ThreadLog.commit``, the one commit), then the hint.
 
-Save protocol (docs/FORMAT.md has the normative version):
+Save protocol (docs/format/spec.md has the normative version):
 
 1. payload objects are written first (a snapshot; at a snapshot, the thread's
    inline deltas compacted into one Parquet segment), together with the
@@ -39,7 +39,7 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
     """``detached`` (a restore, ``transfer.replay``): the checkpoint starts a chain of its own, as a
     full snapshot, and its ``parent_id`` is recorded as it is without being looked up (None, or a
     checkpoint that retention removed in the archive it came from: the lineage a prune leaves,
-    FORMAT.md section 10). A plain save requires the parent to be in the thread."""
+    spec.md section 10). A plain save requires the parent to be in the thread."""
     # checked and privately copied once, whatever the number of commit attempts
     (state, raw_state), (messages, raw_messages) = (
         codec.json_copy_raw(checkpoint.state, "state", series=checkpoint.thread_id),
