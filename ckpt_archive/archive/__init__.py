@@ -1,4 +1,4 @@
-"""The archive: its format modules (layout, manifest, objects...), the store over fsspec, and the
+"""The archive: its format modules (layout, manifest, objects...; pure, no I/O) and the
 ``ArchiveCheckpointer`` facade over the engine."""
 
 from __future__ import annotations

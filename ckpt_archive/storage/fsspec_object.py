@@ -11,12 +11,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import fsspec
-
-from .base import Listing, ObjectKind
+from .base import Listing
 from .failures import unless_absent
 from .fsspec_base import FsspecStore, protocols
-from .retry import Retry
 
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss", "adl"})
 
@@ -24,20 +21,16 @@ OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "abf
 class FsspecObjectStore(FsspecStore):
     """An S3, GCS or Azure bucket (or a prefix in one) through its async fsspec filesystem."""
 
-    def __init__(
-        self,
-        fs: fsspec.AbstractFileSystem,
-        root: str,
-        *,
-        retry: Retry | None = None,
-        object_kind: ObjectKind | None = None,
-    ) -> None:
-        super().__init__(fs, root, retry=retry, object_kind=object_kind)
-        # s3fs's ``_ls`` lists the parent again when a folder is empty (is it a file?): a second,
-        # possibly long LIST for every empty folder. Its ``_lsdir`` is the one LIST we want.
-        self.list_with_lsdir = "s3" in protocols(fs)
-        # the S3 API of multipart uploads, for ``abort_stale_uploads`` (gcsfs and adlfs have none)
-        self.multipart_uploads = hasattr(fs, "_call_s3")
+    @property
+    def list_with_lsdir(self) -> bool:
+        """s3fs's ``_ls`` lists the parent again when a folder is empty (is it a file?): a second,
+        possibly long LIST for every empty folder. Its ``_lsdir`` is the one LIST we want."""
+        return "s3" in protocols(self.fs)
+
+    @property
+    def multipart_uploads(self) -> bool:
+        """The S3 API of multipart uploads, for ``abort_stale_uploads`` (gcsfs and adlfs have none)."""
+        return hasattr(self.fs, "_call_s3")
 
     @property
     def server_side_copy(self) -> bool:
