@@ -4,8 +4,8 @@ Layout under the archive root (see docs/format/spec.md)::
 
     _archive.json                                   archive root marker (format version)
     _ids/<enc checkpoint id>.json                   checkpoint id -> thread (load by id alone)
-    thread_id=<enc>/_head.json                      hint: latest commit seq + head chain
-    thread_id=<enc>/_log/<seq:020d>.json            commit entries, created put-if-absent
+    thread_id=<enc>/_head.json                      hint (zstd): latest commit seq + head chain
+    thread_id=<enc>/_log/<seq:020d>.json            commit entries (zstd), created put-if-absent
     thread_id=<enc>/_log/<seq:020d>.manifest.json.zst  folded manifest as of seq
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.json.zst
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.<token>.json.zst  re-based/edited/copied snapshot
@@ -122,6 +122,10 @@ def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str, token: s
     """A snapshot written after the fact (re-base, edit, copy): a fresh key, never an overwrite."""
     return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
 
+
+ZSTD_KINDS = frozenset({"commit entry", "head hint", "folded manifest", "manifest part", "snapshot", "page"})
+"""The kinds of object stored as one zstd frame (the others are plain JSON, or Parquet): a reader
+knows from the kind which bytes to expect, and never guesses from the bytes."""
 
 _FOLDERS = {"snapshots": "snapshot", "pages": "page", "deltas": "delta segment", "_parts": "manifest part"}
 

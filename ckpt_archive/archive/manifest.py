@@ -50,7 +50,6 @@ def unseal(
     data: bytes,
     what: str,
     *,
-    compressed: bool | None = None,
     thread_id: str | None = None,
     key: str | None = None,
     accept: tuple[int, ...] = (codec.FORMAT_VERSION,),
@@ -58,18 +57,15 @@ def unseal(
 ) -> dict[str, Any]:
     """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest.
 
-    ``kind`` names the document's bound in ``limits.LIMITS``: a zstd frame declaring more is
-    refused (``ObjectTooLarge``) before it is decompressed.
+    ``kind`` names the document's bound in ``limits.LIMITS`` and whether it is stored as one zstd
+    frame (``layout.ZSTD_KINDS``): a frame declaring more than the bound is refused
+    (``ObjectTooLarge``) before it is decompressed.
 
     Writers store the canonical JSON exactly, so any other bytes (even whitespace that would
-    parse to the same document) are reported as corruption too. ``compressed=None``: the bytes say
-    (zstd frames start with ``codec.ZSTD_MAGIC``, JSON never does); hints and commit entries are
-    stored either way, depending on the writer's revision and the archive marker.
+    parse to the same document) are reported as corruption too.
     """
-    if compressed is None:
-        compressed = data[:4] == codec.ZSTD_MAGIC
     try:
-        raw = codec.decompress(data, what=what, kind=kind) if compressed else data
+        raw = codec.decompress(data, what=what, kind=kind) if kind in layout.ZSTD_KINDS else data
         doc = codec.decode_document(raw, what, accept=accept)
     except (UnsupportedFormatVersion, ObjectTooLarge):
         raise
@@ -203,7 +199,7 @@ class Manifest:
 
     # -- documents -------------------------------------------------------------
     def commit_entry(self, actions: list[dict[str, Any]]) -> bytes:
-        """The sealed entry of the next commit; ``StateTooLarge`` if readers would refuse it."""
+        """The next commit's sealed entry as stored (zstd); ``StateTooLarge`` if readers would refuse it."""
         entry = seal(
             {
                 "type": "commit",
@@ -214,7 +210,7 @@ class Manifest:
             }
         )
         limits.check_written("commit entry", len(entry), f"commit {self.seq + 1} of thread {self.thread_id!r}")
-        return entry
+        return codec.compress(entry)
 
     def folded(self) -> bytes:
         """The folded manifest: part refs, then the records no part holds (or that changed since)."""
@@ -247,7 +243,7 @@ class Manifest:
         seq: int | None = None,
     ) -> Manifest:
         """Parse a folded manifest; ``parts`` are the records of its sealed parts, in order."""
-        doc = unseal(data, what, compressed=True, thread_id=thread_id, key=key, kind="folded manifest")
+        doc = unseal(data, what, thread_id=thread_id, key=key, kind="folded manifest")
         if doc.get("type") != "manifest" or (seq is not None and doc.get("seq") != seq):
             msg = f"{what} is not the folded manifest of seq {seq}"
             raise CorruptManifest(msg, thread_id=thread_id, key=key)
@@ -281,9 +277,7 @@ class Manifest:
         data: bytes, what: str, *, thread_id: str | None = None, key: str | None = None
     ) -> list[dict[str, Any]]:
         """The sealed parts a folded manifest needs (read them before ``from_folded``)."""
-        parts = unseal(data, what, compressed=True, thread_id=thread_id, key=key, kind="folded manifest").get(
-            "parts", []
-        )
+        parts = unseal(data, what, thread_id=thread_id, key=key, kind="folded manifest").get("parts", [])
         if not isinstance(parts, list):
             raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
         return parts
