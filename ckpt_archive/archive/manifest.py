@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import codec, limits
+from .. import codec, limits, versions
 from ..delta import Delta
 from ..errors import BrokenChain, CorruptManifest, IntegrityError, ObjectTooLarge, UnsupportedFormatVersion
 from ..model import CheckpointInfo
@@ -39,10 +39,11 @@ UPDATABLE = frozenset(
 )
 
 
-def seal(doc: dict[str, Any], version: int = codec.FORMAT_VERSION) -> bytes:
-    """Canonical JSON with a digest of itself, so a flipped byte is detected."""
+def seal(doc: dict[str, Any]) -> bytes:
+    """Canonical JSON of ``doc`` as a document of ``versions.FORMAT_VERSION``, with a digest of itself, so
+    a flipped byte is detected."""
     body = {k: v for k, v in doc.items() if k != "digest"}
-    body["format_version"] = version
+    body["format_version"] = versions.FORMAT_VERSION
     return codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))})
 
 
@@ -52,7 +53,6 @@ def unseal(
     *,
     thread_id: str | None = None,
     key: str | None = None,
-    accept: tuple[int, ...] = (codec.FORMAT_VERSION,),
     kind: str = "object",
 ) -> dict[str, Any]:
     """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest.
@@ -66,7 +66,7 @@ def unseal(
     """
     try:
         raw = codec.decompress(data, what=what, kind=kind) if kind in layout.ZSTD_KINDS else data
-        doc = codec.decode_document(raw, what, accept=accept)
+        doc = codec.decode_document(raw, what)
     except (UnsupportedFormatVersion, ObjectTooLarge):
         raise
     except IntegrityError as exc:
