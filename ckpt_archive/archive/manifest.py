@@ -6,7 +6,7 @@ Pure data and logic, no I/O. Documents written here:
   "seq", "committed_at", "actions": [...], "digest"}``; actions are ``add``
   (a record, plus its ``ops`` while the delta lives inline), ``compact``
   (inline deltas moved to a Parquet segment), and the maintenance actions
-  ``remove`` (records leave the manifest), ``rebase``/``update`` (fields of a
+  ``remove`` (records leave the manifest), ``update`` (fields of a
   record replaced, e.g. a new full snapshot), ``tombstone`` (objects no record
   needs any more, with the time they became unreferenced) and ``purge``
   (tombstones whose objects ``gc`` deleted);
@@ -32,7 +32,7 @@ from . import layout
 from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
-KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "rebase", "update", "tombstone", "purge"})
+KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "update", "tombstone", "purge"})
 UPDATABLE = frozenset(
     {"kind", "depth", "ref", "bytes", "version", "metadata", "fields"}
     | {"state_sha256", "messages_sha256", "state_mac", "messages_mac", "enc"}
@@ -135,7 +135,7 @@ class Manifest:
                 raise UnsupportedFormatVersion(
                     f"commit {doc['seq']} of thread {self.thread_id!r} has unknown action {kind!r}"
                 )
-            if kind in ("remove", "rebase", "update", "tombstone", "purge"):
+            if kind in ("remove", "update", "tombstone", "purge"):
                 self._apply_maintenance(kind, action)
             elif kind == "add":
                 record = action["record"]
@@ -169,7 +169,7 @@ class Manifest:
                 self._touch(cid)
             if self.head not in self.records:
                 self.head = next(reversed(self.records)) if self.records else None
-        elif kind in ("rebase", "update"):
+        elif kind == "update":
             rec = self.records.get(action["id"])
             if rec is None:
                 return
@@ -178,8 +178,6 @@ class Manifest:
             self._touch(action["id"])
             if "ref" in changes and changes["ref"]["type"] != "inline":
                 self.inline.pop(action["id"], None)
-            if "ops" in action:
-                self.inline[action["id"]] = action["ops"]
         elif kind == "tombstone":
             for key, size in action["objects"].items():
                 self.tombstones.setdefault(key, {"at": action["at"], "size": size})

@@ -169,11 +169,10 @@ def _maintenance(action: dict[str, Any], thread_id: str) -> None:
     kind = action.get("action")
     if kind == "remove":
         _need(_strs(action.get("ids")), "remove ids")
-    elif kind in ("rebase", "update"):
-        _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), f"{kind} action")
+    elif kind == "update":
+        _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), "update action")
         if "ref" in action["set"]:
             _ref(action["set"]["ref"], thread_id)
-        _need(isinstance(action.get("ops", []), list), f"{kind} ops")
     elif kind == "tombstone":
         objects = action.get("objects")
         _need(isinstance(action.get("at"), str) and isinstance(objects, dict), "tombstone action")
