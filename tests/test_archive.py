@@ -86,7 +86,7 @@ def test_s3_save_round_trips(s3_server: S3Server, s3_url: str) -> None:
         s3_server.reset_counts()
         grow(writer, "t", range(step, step + 1), messages)
         depths[step] = trips.depth
-        hinted.append(any(p.endswith("/_head.json") and k == "PUT" for k, p in s3_server.log))
+        hinted.append(any(p.endswith("/_head.json.zst") and k == "PUT" for k, p in s3_server.log))
     assert all(depths[s] == 2 for s in range(11, 20)), depths
     assert depths[20] == 3, depths  # the snapshot
     assert any(hinted[:-1]) and not all(hinted[:-1])  # every other delta save puts the hint
@@ -281,8 +281,8 @@ def test_gc_keeps_commit_one_so_a_lost_hint_after_gc_is_still_recovered(tmp_path
     saved = grow(archive, "t", range(13), messages)
     archive.gc(grace=timedelta(0), unsafe_no_writers=True)
     fs = fsspec.filesystem("file")
-    logs = sorted(p.rsplit("/", 1)[1] for p in fs.glob(f"{url}/thread_id=t/_log/*.json"))
-    assert logs[0] == "00000000000000000001.json" and "00000000000000000002.json" not in logs, logs
+    logs = sorted(p.rsplit("/", 1)[1] for p in fs.glob(f"{url}/thread_id=t/_log/*.json.zst"))
+    assert logs[0] == "00000000000000000001.json.zst" and "00000000000000000002.json.zst" not in logs, logs
     fs.rm_file(f"{url}/{layout.head_key('t')}")
     fresh = ca.open_archive(url)
     assert fresh.load("t").checkpoint_id == saved[-1].checkpoint_id  # type: ignore[union-attr]

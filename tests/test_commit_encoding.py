@@ -27,7 +27,8 @@ def _grow(archive: ca.ArchiveCheckpointer, steps: int) -> list[ca.Checkpoint]:
 
 def _entries(root: Path) -> dict[str, bytes]:
     fs = fsspec.filesystem("file")
-    return {p: fs.cat_file(p) for p in sorted(fs.glob(f"{root}/thread_id=t/_log/*.json"))}
+    paths = sorted(fs.glob(f"{root}/thread_id=t/_log/*{layout.COMMIT_SUFFIX}"))
+    return {p: fs.cat_file(p) for p in paths if not p.endswith(layout.FOLDED_SUFFIX)}
 
 
 def _reads(url: str) -> tuple[Any, ...]:

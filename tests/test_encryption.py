@@ -242,7 +242,7 @@ def test_messages_are_never_stored_in_clear(archive_url: Any, backend: str) -> N
     saved = talk(cp, "t", 7)  # snapshots of > PAGE_ITEMS messages, inline message ops (append) and a rewrite
     edited = cp.update_state(saved[4].checkpoint_id, {"n": 40}, 1)  # re-bases its delta child (snapshots)
     logs = [
-        unseal(d, "commit", kind="commit entry") for k, d in stored(cp).items() if "/_log/" in k and k.endswith(".json")
+        unseal(d, "commit", kind="commit entry") for k, d in stored(cp).items() if layout.kind_of(k) == "commit entry"
     ]
     inline = [op for doc in logs for a in doc["actions"] for op in a.get("ops", [])]
     assert any(op.get("target") == "messages" for op in inline)  # message ops stored inline, before compaction
@@ -267,7 +267,7 @@ def test_messages_are_never_stored_in_clear(archive_url: Any, backend: str) -> N
     records = [
         r
         for key, data in objects.items()
-        if "/_log/" in key and key.endswith(".json")
+        if layout.kind_of(key) == "commit entry"
         for a in unseal(data, "commit", kind="commit entry")["actions"]
         if "record" in a
         for r in [a["record"]]

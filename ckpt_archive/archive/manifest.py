@@ -2,7 +2,7 @@
 
 Pure data and logic, no I/O. Documents written here:
 
-* commit entry ``_log/<seq>.json`` -- ``{"format_version", "type": "commit", "thread_id",
+* commit entry ``_log/<seq>.json.zst`` -- ``{"format_version", "type": "commit", "thread_id",
   "seq", "committed_at", "actions": [...], "digest"}``; actions are ``add``
   (a record, plus its ``ops`` while the delta lives inline), ``compact``
   (inline deltas moved to a Parquet segment), and the maintenance actions
@@ -11,7 +11,7 @@ Pure data and logic, no I/O. Documents written here:
   needs any more, with the time they became unreferenced) and ``purge``
   (tombstones whose objects ``gc`` deleted);
 * folded manifest ``_log/<seq>.manifest.json.zst`` -- every record as of ``seq``;
-* head hint ``_head.json`` -- the latest seq the writer knew and the chain from
+* head hint ``_head.json.zst`` -- the latest seq the writer knew and the chain from
   the head back to its snapshot, so loading the latest needs no other manifest read.
 
 Every document carries a ``digest`` (sha256 of its canonical JSON without the

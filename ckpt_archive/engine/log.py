@@ -142,8 +142,8 @@ class ThreadLog:
             base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
         else:  # no usable hint: one LIST of the log (recovery path only)
             names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
-            folded = [int(n.split(".")[0]) for n in names if n.endswith(".manifest.json.zst")]
-            commits = [int(n.split(".")[0]) for n in names if n.endswith(".json") and n[:20].isdigit()]
+            folded = [int(n[:20]) for n in names if n[20:] == layout.FOLDED_SUFFIX and n[:20].isdigit()]
+            commits = [int(n[:20]) for n in names if n[20:] == layout.COMMIT_SUFFIX and n[:20].isdigit()]
             base_seq = max(folded) if folded else None
             last = max(commits) if commits else 0
         start = base_seq or 0

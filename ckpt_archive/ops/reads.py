@@ -216,8 +216,8 @@ async def _hashed_thread(engine: Engine, folder: str) -> str | None:
     """The thread id that a hashed folder's hint or first commit records (it must hash to the folder)."""
     failure: CheckpointError | None = None
     for what, kind, key in (
-        ("head hint", "head hint", f"{folder}/_head.json"),
-        ("commit 1", "commit entry", f"{folder}/_log/{1:020d}.json"),
+        ("head hint", "head hint", f"{folder}/{layout.HEAD}"),
+        ("commit 1", "commit entry", f"{folder}/_log/{1:020d}{layout.COMMIT_SUFFIX}"),
     ):
         data = await engine.store.get_or_none(key)  # the commit only when the hint does not do
         if data is None:
