@@ -19,10 +19,9 @@ from typing import Any
 import orjson
 import zstandard
 
-from . import limits
+from . import limits, versions
 from .errors import InvalidState, TruncatedObject, UnsupportedFormatVersion
 
-FORMAT_VERSION = 1
 _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
 
@@ -321,13 +320,13 @@ def decompress(data: bytes, *, what: str = "object", kind: str = "object") -> by
     return out
 
 
-def check_format(doc: Any, what: str, accept: tuple[int, ...] = (FORMAT_VERSION,)) -> dict[str, Any]:
-    """Validate the envelope every stored JSON document carries (``accept``: the versions read)."""
+def check_format(doc: Any, what: str) -> dict[str, Any]:
+    """Validate the envelope every stored JSON document carries (a version of ``versions.READABLE``)."""
     if not isinstance(doc, dict):
         raise TruncatedObject(f"{what} is not a JSON object")
     version = doc.get("format_version")
-    if type(version) is not int or version not in accept:
-        known = " or ".join(map(str, accept))
+    if type(version) is not int or not versions.readable(version):
+        known = " or ".join(map(str, versions.READABLE))
         raise UnsupportedFormatVersion(
             f"{what} has format_version {version!r}; this ckpt_archive reads version {known}"
         )
@@ -339,7 +338,6 @@ def decode_document(
     what: str,
     *,
     compressed: bool = False,
-    accept: tuple[int, ...] = (FORMAT_VERSION,),
     kind: str = "object",
 ) -> dict[str, Any]:
     """Bytes -> checked envelope dict, with typed errors instead of parser tracebacks (``kind``: the
@@ -349,4 +347,4 @@ def decode_document(
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise TruncatedObject(f"{what} is not valid JSON ({exc})") from None
-    return check_format(doc, what, accept)
+    return check_format(doc, what)

@@ -22,7 +22,7 @@ from peers import STORES, available  # noqa: E402
 def test_split_log_assigns_requests_to_the_operation_before_each_marker() -> None:
     log = [
         ("GET", "/b/_mark/warm"),
-        ("GET", "/b/a/_head.json"),
+        ("GET", "/b/a/_head.json.zst"),
         ("GET", "/b/a/x"),
         ("HEAD", "/b/_mark/load"),
         ("GET", "/b/_mark/load"),

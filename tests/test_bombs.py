@@ -100,10 +100,8 @@ def forge(root: Path, target: Path, data: bytes) -> None:
 
     for entry in objects_of(root, "commit entry"):
         stored = entry.read_bytes()
-        zipped = stored[:4] == codec.ZSTD_MAGIC
-        doc = fix(unseal(stored, "commit"))
-        raw = seal(doc)
-        entry.write_bytes(codec.compress(raw) if zipped else raw)
+        doc = fix(unseal(stored, "commit", kind="commit entry"))
+        entry.write_bytes(codec.compress(seal(doc)))
     for gone in objects_of(root, "head hint") + objects_of(root, "folded manifest"):
         gone.unlink()
 

@@ -91,7 +91,7 @@ def test_records_name_their_key_and_use_a_keyed_state_digest(archive_url: Any) -
     url, opts = archive_url("memory")
     cp = ca.open_archive(url, storage_options=opts, encryption=enc())
     chat(cp, "t", 2)
-    entry = unseal(run_sync(cp.store.get(layout.log_key("t", 2))), "commit")
+    entry = unseal(run_sync(cp.store.get(layout.log_key("t", 2))), "commit", kind="commit entry")
     record = entry["actions"][0]["record"]
     assert record["enc"] == {"alg": "AES-256-GCM", "key_id": "k1"}
     assert "state_sha256" not in record and len(record["state_mac"]) == 64
@@ -107,11 +107,11 @@ def test_ciphertext_moved_to_another_thread_or_checkpoint_is_rejected(archive_ur
     snap_a = next(k for k in objects if k.startswith(layout.thread_dir("a") + "/snapshots/"))
     # b's first commit now points at a's snapshot bytes, with digests fixed up
     key_b1 = layout.log_key("b", 1)
-    entry = unseal(objects[key_b1], "commit")
+    entry = unseal(objects[key_b1], "commit", kind="commit entry")
     ref = entry["actions"][0]["record"]["ref"]
     run_sync(cp.store.put(ref["key"], objects[snap_a]))
     ref.update(sha256=codec.sha256(objects[snap_a]), size=len(objects[snap_a]))
-    run_sync(cp.store.put(key_b1, seal(entry)))
+    run_sync(cp.store.put(key_b1, codec.compress(seal(entry))))
     run_sync(cp.store.delete([layout.head_key("b")]))
     fresh = ca.open_archive(url, storage_options=opts, encryption=enc())
     with pytest.raises(ca.DecryptionFailed) as err:
@@ -119,9 +119,12 @@ def test_ciphertext_moved_to_another_thread_or_checkpoint_is_rejected(archive_ur
     assert err.value.checkpoint_id == b[0].checkpoint_id and err.value.thread_id == "b"
     # an encrypted op value moved from a's delta into b's delta
     key_b2, key_a2 = layout.log_key("b", 2), layout.log_key("a", 2)
-    entry_b2, entry_a2 = unseal(objects[key_b2], "commit"), unseal(objects[key_a2], "commit")
+    entry_b2, entry_a2 = (
+        unseal(objects[key_b2], "commit", kind="commit entry"),
+        unseal(objects[key_a2], "commit", kind="commit entry"),
+    )
     entry_b2["actions"][0]["ops"] = entry_a2["actions"][0]["ops"]
-    run_sync(cp.store.put(key_b2, seal(entry_b2)))
+    run_sync(cp.store.put(key_b2, codec.compress(seal(entry_b2))))
     with pytest.raises(ca.DecryptionFailed):
         ca.open_archive(url, storage_options=opts, encryption=enc()).load_by_id(b[1].checkpoint_id)
     assert ca.open_archive(url, storage_options=opts, encryption=enc()).load("a").state == a[-1].state  # type: ignore[union-attr]
@@ -238,7 +241,9 @@ def test_messages_are_never_stored_in_clear(archive_url: Any, backend: str) -> N
     cp = ca.open_archive(url, storage_options=opts, full_snapshot_interval=3, encryption=enc())
     saved = talk(cp, "t", 7)  # snapshots of > PAGE_ITEMS messages, inline message ops (append) and a rewrite
     edited = cp.update_state(saved[4].checkpoint_id, {"n": 40}, 1)  # re-bases its delta child (snapshots)
-    logs = [unseal(d, "commit") for k, d in stored(cp).items() if "/_log/" in k and k.endswith(".json")]
+    logs = [
+        unseal(d, "commit", kind="commit entry") for k, d in stored(cp).items() if layout.kind_of(k) == "commit entry"
+    ]
     inline = [op for doc in logs for a in doc["actions"] for op in a.get("ops", [])]
     assert any(op.get("target") == "messages" for op in inline)  # message ops stored inline, before compaction
     cp.compact("t")  # message ops move to the Parquet segment
@@ -262,8 +267,8 @@ def test_messages_are_never_stored_in_clear(archive_url: Any, backend: str) -> N
     records = [
         r
         for key, data in objects.items()
-        if "/_log/" in key and key.endswith(".json")
-        for a in unseal(data, "commit")["actions"]
+        if layout.kind_of(key) == "commit entry"
+        for a in unseal(data, "commit", kind="commit entry")["actions"]
         if "record" in a
         for r in [a["record"]]
     ]
@@ -278,11 +283,11 @@ def test_moved_message_op_value_fails_to_decrypt(archive_url: Any) -> None:
     cp.save(first)
     cp.save(ca.Checkpoint.new("t", {"n": 0}, step=1, parent_id=first.checkpoint_id, messages=[SECRET, SECRET]))
     key = layout.log_key("t", 2)
-    doc = unseal(run_sync(cp.store.get(key)), "commit")
+    doc = unseal(run_sync(cp.store.get(key)), "commit", kind="commit entry")
     ops = doc["actions"][0]["ops"]
     assert [op.get("target") for op in ops] == ["messages"]
     ops[0].pop("target")
-    run_sync(cp.store.put(key, seal(doc)))
+    run_sync(cp.store.put(key, codec.compress(seal(doc))))
     run_sync(cp.store.delete([layout.head_key("t")]))
     with pytest.raises(ca.DecryptionFailed):
         ca.open_archive(url, storage_options=opts, encryption=enc()).load("t")

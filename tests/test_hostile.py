@@ -298,13 +298,15 @@ def test_forged_but_sealed_documents(archive: Any, doc: Any) -> None:
     cp, saved, objects = archive
     shaped = {"type": "commit", "thread_id": "t", "seq": 9, "actions": doc}
     targets = {
-        layout.log_key("t", 9): seal(shaped),
-        layout.log_key("t", 2): seal(doc if isinstance(doc, dict) else {"x": doc}),
-        layout.head_key("t"): seal({"type": "head", "thread_id": "t", "seq": 8, "manifest_seq": None, "chain": doc}),
+        layout.log_key("t", 9): codec.compress(seal(shaped)),
+        layout.log_key("t", 2): codec.compress(seal(doc if isinstance(doc, dict) else {"x": doc})),
+        layout.head_key("t"): codec.compress(
+            seal({"type": "head", "thread_id": "t", "seq": 8, "manifest_seq": None, "chain": doc})
+        ),
         layout.id_key(saved[0].checkpoint_id): seal({"type": "id", "thread_id": doc, "checkpoint_id": doc}),
     }
     folded = next(k for k in objects if k.endswith(".manifest.json.zst"))
-    inner = unseal(codec.decompress(objects[folded]), "folded")
+    inner = unseal(objects[folded], "folded", kind="folded manifest")
     inner["records"] = [{**inner["records"][0], "ref": doc}]
     targets[folded] = codec.compress(seal(inner))
     for key, data in targets.items():
@@ -325,7 +327,7 @@ def test_decoders_on_random_bytes(data: bytes) -> None:
         lambda: SegmentReader(data, thread_id="t", key="k").ops("c", 0),
         lambda: decode_snapshot_content(data, thread_id="t", checkpoint_id="c", key="k"),
         lambda: unseal(data, "doc"),
-        lambda: unseal(data, "doc", compressed=True),
+        lambda: unseal(data, "doc", kind="commit entry"),
         lambda: decode_snapshot_content(codec.compress(data), thread_id="t", checkpoint_id="c", key="k"),
     ):
         with contextlib.suppress(ca.CheckpointError):
@@ -340,9 +342,9 @@ def test_manifest_cannot_point_outside_its_thread(tmp_path: Path, key: str) -> N
     (tmp_path / "outside.json.zst").write_bytes(b"secret")
     cp = ca.open_archive(str(tmp_path / "root" / "a"))
     cp.save(ca.Checkpoint.new("t", {"a": 1}))
-    entry = unseal(run_sync(cp.store.get(layout.log_key("t", 1))), "commit")
+    entry = unseal(run_sync(cp.store.get(layout.log_key("t", 1))), "commit", kind="commit entry")
     entry["actions"][0]["record"]["ref"]["key"] = key
-    run_sync(cp.store.put(layout.log_key("t", 1), seal(entry)))
+    run_sync(cp.store.put(layout.log_key("t", 1), codec.compress(seal(entry))))
     run_sync(cp.store.delete([layout.head_key("t")]))
     with pytest.raises(ca.CorruptManifest, match=r"outside|bad object key"):
         ca.open_archive(str(tmp_path / "root" / "a")).load("t")

@@ -152,9 +152,9 @@ def test_commit_entry_from_another_thread_is_refused(archive_url: Any, backend: 
 def test_resealed_commit_with_altered_delta_is_caught_by_state_digest(archive_url: Any, backend: str) -> None:
     cp, saved = build(archive_url, backend, n=3)
     key = layout.log_key("t", 3)
-    doc = unseal(get(cp, key), "commit")
+    doc = unseal(get(cp, key), "commit", kind="commit entry")
     doc["actions"][0]["ops"] = [{"op": "set", "path": ["n"], "value": 99}]
-    put(cp, key, seal(doc))
+    put(cp, key, codec.compress(seal(doc)))
     run_sync(cp.store.delete([layout.head_key("t")]))
     with pytest.raises(ca.DigestMismatch, match="state_sha256") as err:
         fresh(cp).load("t")
@@ -165,10 +165,14 @@ def test_resealed_commit_with_altered_delta_is_caught_by_state_digest(archive_ur
 def test_broken_chain(archive_url: Any, backend: str) -> None:
     """A delta whose parent is not in the manifest (forged but well-sealed commit)."""
     cp, saved = build(archive_url, backend, n=2)
-    rec = dict(unseal(get(cp, layout.log_key("t", 2)), "commit")["actions"][0]["record"])
+    rec = dict(unseal(get(cp, layout.log_key("t", 2)), "commit", kind="commit entry")["actions"][0]["record"])
     rec.update(id="ghost-child", parent="ghost-parent")
     entry = {"type": "commit", "thread_id": "t", "seq": 3, "committed_at": "2026-01-01T00:00:00+00:00"}
-    put(cp, layout.log_key("t", 3), seal({**entry, "actions": [{"action": "add", "record": rec, "ops": []}]}))
+    put(
+        cp,
+        layout.log_key("t", 3),
+        codec.compress(seal({**entry, "actions": [{"action": "add", "record": rec, "ops": []}]})),
+    )
     with pytest.raises(ca.BrokenChain) as err:
         fresh(cp).load("t")
     assert err.value.checkpoint_id == "ghost-child" and err.value.thread_id == "t"
@@ -246,7 +250,11 @@ def test_tampered_messages_are_caught_by_the_messages_digest(archive_url: Any, b
         "t", {"n": 0}, step=1, parent_id=first.checkpoint_id, messages=[*first.messages, "how are you?"]
     )
     cp.save(second)
-    records = [a["record"] for s in (1, 2) for a in unseal(get(cp, layout.log_key("t", s)), "commit")["actions"]]
+    records = [
+        a["record"]
+        for s in (1, 2)
+        for a in unseal(get(cp, layout.log_key("t", s)), "commit", kind="commit entry")["actions"]
+    ]
     assert all(
         r["messages_sha256"] == codec.sha256(codec.dumps(c.messages))
         for r, c in zip(records, [first, second], strict=True)
@@ -255,11 +263,11 @@ def test_tampered_messages_are_caught_by_the_messages_digest(archive_url: Any, b
     # a consistent forgery of the stored messages: the delta's message op is altered and the commit resealed
     # (the state and every object digest stay right; only the messages digest can tell)
     key = layout.log_key("t", 2)
-    doc = unseal(get(cp, key), "commit")
+    doc = unseal(get(cp, key), "commit", kind="commit entry")
     ops = doc["actions"][0]["ops"]
     assert [op.get("target") for op in ops] == ["messages"]
     ops[0]["value"] = ["I transfer all my money"]
-    put(cp, key, seal(doc))
+    put(cp, key, codec.compress(seal(doc)))
     run_sync(cp.store.delete([layout.head_key("t")]))
     report = fresh(cp).verify()
     assert [(p.kind, p.checkpoint_id) for p in report.problems] == [("DigestMismatch", second.checkpoint_id)]

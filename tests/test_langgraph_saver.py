@@ -262,7 +262,7 @@ def test_get_tuple_is_right_when_its_head_guess_is_stale() -> None:
     old = _grow(writer, "t", 3)
     writer.put_writes(old, [("ch", "old")], "task-old")
     assert reader.get_tuple(_config("t")) is not None  # the reader caches the manifest: head = old
-    hint_key = "thread_id=t/_head.json"
+    hint_key = "thread_id=t/_head.json.zst"
     stale_hint = asyncio.run(writer.store.get(hint_key))
     new = _grow(writer, "t", 1, parent=old)
     writer.put_writes(new, [("ch", "new")], "task-new")

@@ -204,7 +204,7 @@ def test_fork_and_copy_thread(archive_url: Make, backend: str) -> None:
     dst_payload = {k for k in run_sync(archive.store.find("thread_id=dst")) if "/_log/" not in k}
     refs = fresh(archive)
     m = run_sync(refs.engine.log.manifest("dst"))
-    assert dst_payload - {"thread_id=dst/_head.json"} == set(m.referenced_keys())
+    assert dst_payload - {"thread_id=dst/_head.json.zst"} == set(m.referenced_keys())
     archive.delete("src")
     reader = fresh(archive)
     assert [c.state for c in reader.history("dst")] == [c.state for c in kept]

@@ -94,7 +94,7 @@ def test_gc_keeps_manifest_cost_bounded(tmp_path: Path) -> None:
     assert before > 60 and after <= 5 + 3 and report.manifests == before - after
     reader = fresh(archive)
     assert reader.load("long").state == saved[-1].state  # type: ignore[union-attr]
-    os.remove(tmp_path / "a" / "thread_id=long" / "_head.json")  # recovery path: LIST of the log
+    os.remove(tmp_path / "a" / "thread_id=long" / "_head.json.zst")  # recovery path: LIST of the log
     assert assert_loads(archive, saved, "long") == {c.checkpoint_id for c in saved}
     more = chat(archive, "long", 7, start=60)
     assert assert_loads(archive, saved + more, "long") == {c.checkpoint_id for c in saved + more}

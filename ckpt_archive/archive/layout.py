@@ -4,8 +4,8 @@ Layout under the archive root (see docs/format/spec.md)::
 
     _archive.json                                   archive root marker (format version)
     _ids/<enc checkpoint id>.json                   checkpoint id -> thread (load by id alone)
-    thread_id=<enc>/_head.json                      hint: latest commit seq + head chain
-    thread_id=<enc>/_log/<seq:020d>.json            commit entries, created put-if-absent
+    thread_id=<enc>/_head.json.zst                  hint: latest commit seq + head chain
+    thread_id=<enc>/_log/<seq:020d>.json.zst        commit entries, created put-if-absent
     thread_id=<enc>/_log/<seq:020d>.manifest.json.zst  folded manifest as of seq
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.json.zst
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.<token>.json.zst  re-based/edited/copied snapshot
@@ -30,6 +30,10 @@ from ..model import check_identifier
 
 MAX_SEGMENT = 180
 ARCHIVE_MARKER = "_archive.json"
+HEAD = "_head.json.zst"
+COMMIT_SUFFIX = ".json.zst"
+"""A commit entry's name after its 20-digit seq (a folded manifest's is ``FOLDED_SUFFIX``)."""
+FOLDED_SUFFIX = ".manifest.json.zst"
 THREAD_PREFIX = "thread_id="
 IDS = "_ids"
 SESSION_PREFIX = "session_id="
@@ -91,15 +95,15 @@ def thread_dir(thread_id: str) -> str:
 
 
 def head_key(thread_id: str) -> str:
-    return f"{thread_dir(thread_id)}/_head.json"
+    return f"{thread_dir(thread_id)}/{HEAD}"
 
 
 def log_key(thread_id: str, seq: int) -> str:
-    return f"{thread_dir(thread_id)}/_log/{seq:020d}.json"
+    return f"{thread_dir(thread_id)}/_log/{seq:020d}{COMMIT_SUFFIX}"
 
 
 def manifest_key(thread_id: str, seq: int) -> str:
-    return f"{thread_dir(thread_id)}/_log/{seq:020d}.manifest.json.zst"
+    return f"{thread_dir(thread_id)}/_log/{seq:020d}{FOLDED_SUFFIX}"
 
 
 def snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
@@ -123,6 +127,10 @@ def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str, token: s
     return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
 
 
+ZSTD_KINDS = frozenset({"commit entry", "head hint", "folded manifest", "manifest part", "snapshot", "page"})
+"""The kinds of object stored as one zstd frame (the others are plain JSON, or Parquet): a reader
+knows from the kind which bytes to expect, and never guesses from the bytes."""
+
 _FOLDERS = {"snapshots": "snapshot", "pages": "page", "deltas": "delta segment", "_parts": "manifest part"}
 
 
@@ -137,9 +145,9 @@ def kind_of(key: str) -> str | None:
         return None
     parts = key.split("/")
     if len(parts) == 2:
-        return "head hint" if parts[1] == "_head.json" else None
+        return "head hint" if parts[1] == HEAD else None
     if len(parts) != 3:
         return None
     if parts[1] == "_log":
-        return "folded manifest" if parts[2].endswith(".manifest.json.zst") else "commit entry"
+        return "folded manifest" if parts[2].endswith(FOLDED_SUFFIX) else "commit entry"
     return _FOLDERS.get(parts[1])

@@ -2,16 +2,16 @@
 
 Pure data and logic, no I/O. Documents written here:
 
-* commit entry ``_log/<seq>.json`` -- ``{"format_version", "type": "commit", "thread_id",
+* commit entry ``_log/<seq>.json.zst`` -- ``{"format_version", "type": "commit", "thread_id",
   "seq", "committed_at", "actions": [...], "digest"}``; actions are ``add``
   (a record, plus its ``ops`` while the delta lives inline), ``compact``
   (inline deltas moved to a Parquet segment), and the maintenance actions
-  ``remove`` (records leave the manifest), ``rebase``/``update`` (fields of a
+  ``remove`` (records leave the manifest), ``update`` (fields of a
   record replaced, e.g. a new full snapshot), ``tombstone`` (objects no record
   needs any more, with the time they became unreferenced) and ``purge``
   (tombstones whose objects ``gc`` deleted);
 * folded manifest ``_log/<seq>.manifest.json.zst`` -- every record as of ``seq``;
-* head hint ``_head.json`` -- the latest seq the writer knew and the chain from
+* head hint ``_head.json.zst`` -- the latest seq the writer knew and the chain from
   the head back to its snapshot, so loading the latest needs no other manifest read.
 
 Every document carries a ``digest`` (sha256 of its canonical JSON without the
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import codec, limits
+from .. import codec, limits, versions
 from ..delta import Delta
 from ..errors import BrokenChain, CorruptManifest, IntegrityError, ObjectTooLarge, UnsupportedFormatVersion
 from ..model import CheckpointInfo
@@ -32,17 +32,18 @@ from . import layout
 from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
-KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "rebase", "update", "tombstone", "purge"})
+KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "update", "tombstone", "purge"})
 UPDATABLE = frozenset(
     {"kind", "depth", "ref", "bytes", "version", "metadata", "fields"}
     | {"state_sha256", "messages_sha256", "state_mac", "messages_mac", "enc"}
 )
 
 
-def seal(doc: dict[str, Any], version: int = codec.FORMAT_VERSION) -> bytes:
-    """Canonical JSON with a digest of itself, so a flipped byte is detected."""
+def seal(doc: dict[str, Any]) -> bytes:
+    """Canonical JSON of ``doc`` as a document of ``versions.FORMAT_VERSION``, with a digest of itself, so
+    a flipped byte is detected."""
     body = {k: v for k, v in doc.items() if k != "digest"}
-    body["format_version"] = version
+    body["format_version"] = versions.FORMAT_VERSION
     return codec.dumps({**body, "digest": codec.sha256(codec.dumps(body))})
 
 
@@ -50,27 +51,22 @@ def unseal(
     data: bytes,
     what: str,
     *,
-    compressed: bool | None = None,
     thread_id: str | None = None,
     key: str | None = None,
-    accept: tuple[int, ...] = (codec.FORMAT_VERSION,),
     kind: str = "object",
 ) -> dict[str, Any]:
     """Parse a sealed document; CorruptManifest (naming thread and object) if it fails its digest.
 
-    ``kind`` names the document's bound in ``limits.LIMITS``: a zstd frame declaring more is
-    refused (``ObjectTooLarge``) before it is decompressed.
+    ``kind`` names the document's bound in ``limits.LIMITS`` and whether it is stored as one zstd
+    frame (``layout.ZSTD_KINDS``): a frame declaring more than the bound is refused
+    (``ObjectTooLarge``) before it is decompressed.
 
     Writers store the canonical JSON exactly, so any other bytes (even whitespace that would
-    parse to the same document) are reported as corruption too. ``compressed=None``: the bytes say
-    (zstd frames start with ``codec.ZSTD_MAGIC``, JSON never does); hints and commit entries are
-    stored either way, depending on the writer's revision and the archive marker.
+    parse to the same document) are reported as corruption too.
     """
-    if compressed is None:
-        compressed = data[:4] == codec.ZSTD_MAGIC
     try:
-        raw = codec.decompress(data, what=what, kind=kind) if compressed else data
-        doc = codec.decode_document(raw, what, accept=accept)
+        raw = codec.decompress(data, what=what, kind=kind) if kind in layout.ZSTD_KINDS else data
+        doc = codec.decode_document(raw, what)
     except (UnsupportedFormatVersion, ObjectTooLarge):
         raise
     except IntegrityError as exc:
@@ -139,7 +135,7 @@ class Manifest:
                 raise UnsupportedFormatVersion(
                     f"commit {doc['seq']} of thread {self.thread_id!r} has unknown action {kind!r}"
                 )
-            if kind in ("remove", "rebase", "update", "tombstone", "purge"):
+            if kind in ("remove", "update", "tombstone", "purge"):
                 self._apply_maintenance(kind, action)
             elif kind == "add":
                 record = action["record"]
@@ -173,7 +169,7 @@ class Manifest:
                 self._touch(cid)
             if self.head not in self.records:
                 self.head = next(reversed(self.records)) if self.records else None
-        elif kind in ("rebase", "update"):
+        elif kind == "update":
             rec = self.records.get(action["id"])
             if rec is None:
                 return
@@ -182,8 +178,6 @@ class Manifest:
             self._touch(action["id"])
             if "ref" in changes and changes["ref"]["type"] != "inline":
                 self.inline.pop(action["id"], None)
-            if "ops" in action:
-                self.inline[action["id"]] = action["ops"]
         elif kind == "tombstone":
             for key, size in action["objects"].items():
                 self.tombstones.setdefault(key, {"at": action["at"], "size": size})
@@ -203,7 +197,7 @@ class Manifest:
 
     # -- documents -------------------------------------------------------------
     def commit_entry(self, actions: list[dict[str, Any]]) -> bytes:
-        """The sealed entry of the next commit; ``StateTooLarge`` if readers would refuse it."""
+        """The next commit's sealed entry as stored (zstd); ``StateTooLarge`` if readers would refuse it."""
         entry = seal(
             {
                 "type": "commit",
@@ -214,7 +208,7 @@ class Manifest:
             }
         )
         limits.check_written("commit entry", len(entry), f"commit {self.seq + 1} of thread {self.thread_id!r}")
-        return entry
+        return codec.compress(entry)
 
     def folded(self) -> bytes:
         """The folded manifest: part refs, then the records no part holds (or that changed since)."""
@@ -247,7 +241,7 @@ class Manifest:
         seq: int | None = None,
     ) -> Manifest:
         """Parse a folded manifest; ``parts`` are the records of its sealed parts, in order."""
-        doc = unseal(data, what, compressed=True, thread_id=thread_id, key=key, kind="folded manifest")
+        doc = unseal(data, what, thread_id=thread_id, key=key, kind="folded manifest")
         if doc.get("type") != "manifest" or (seq is not None and doc.get("seq") != seq):
             msg = f"{what} is not the folded manifest of seq {seq}"
             raise CorruptManifest(msg, thread_id=thread_id, key=key)
@@ -281,9 +275,7 @@ class Manifest:
         data: bytes, what: str, *, thread_id: str | None = None, key: str | None = None
     ) -> list[dict[str, Any]]:
         """The sealed parts a folded manifest needs (read them before ``from_folded``)."""
-        parts = unseal(data, what, compressed=True, thread_id=thread_id, key=key, kind="folded manifest").get(
-            "parts", []
-        )
+        parts = unseal(data, what, thread_id=thread_id, key=key, kind="folded manifest").get("parts", [])
         if not isinstance(parts, list):
             raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
         return parts

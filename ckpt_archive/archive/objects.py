@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import codec, limits
+from .. import codec, limits, versions
 from ..delta import Delta
 from ..errors import DigestMismatch, IntegrityError, ObjectTooLarge, TruncatedObject, UnsupportedFormatVersion
 
@@ -96,7 +96,7 @@ def encode_snapshot(
 ) -> bytes:
     """``messages``/``message_pages``: the message list's tail and page table (absent when empty)."""
     doc: dict[str, Any] = {
-        "format_version": codec.FORMAT_VERSION,
+        "format_version": versions.FORMAT_VERSION,
         "type": "snapshot",
         "thread_id": thread_id,
         "checkpoint_id": checkpoint_id,
@@ -160,7 +160,7 @@ def encode_segment(
     its row group's compressed size (by the size of its ops), for listings and stats.
     """
     buf = io.BytesIO()
-    meta = {_META_VERSION: str(codec.FORMAT_VERSION).encode(), b"ckpt_archive.thread_id": thread_id.encode()}
+    meta = {_META_VERSION: str(versions.FORMAT_VERSION).encode(), b"ckpt_archive.thread_id": thread_id.encode()}
     schema = SEGMENT_SCHEMA
     groups: list[list[tuple[str, dict[str, list[Any]], int]]] = [[]]
     weight = 0
@@ -224,9 +224,9 @@ class SegmentReader:
                 key=key,
             ) from None
         version = meta.get(_META_VERSION, b"").decode(errors="replace")
-        if version != str(codec.FORMAT_VERSION):
+        if not versions.readable(version):
             raise UnsupportedFormatVersion(
-                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads {codec.FORMAT_VERSION}"
+                f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads {versions.READABLE}"
             )
 
     def ops(self, checkpoint_id: str, row_group: int) -> Delta:

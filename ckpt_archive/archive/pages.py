@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import codec
+from .. import codec, versions
 from ..errors import DigestMismatch, IntegrityError, TruncatedObject, UnsupportedFormatVersion
 
 PAGE_ITEMS = 32
@@ -91,7 +91,7 @@ def _replace(state: dict[str, Any], tails: dict[tuple[str, ...], list[Any]], pat
 
 def _envelope(items_json: bytes) -> bytes:
     """The canonical page document; its sha256 (of the uncompressed bytes) names the page."""
-    return b'{"format_version":1,"items":' + items_json + b',"type":"page"}'
+    return b'{"format_version":%d,"items":%b,"type":"page"}' % (versions.FORMAT_VERSION, items_json)
 
 
 def decode_page(data: bytes, ref: Ref, *, thread_id: str, checkpoint_id: str) -> list[Any]:

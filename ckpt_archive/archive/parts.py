@@ -100,7 +100,7 @@ def decode_part(data: bytes | None, ref: dict[str, Any], thread_id: str) -> list
         raise MissingObject("sealed manifest part is missing", thread_id=thread_id, key=key)
     if len(data) != ref.get("size", len(data)) or codec.sha256(data) != ref.get("sha256"):
         raise CorruptManifest(f"sealed manifest part {key!r} of thread {thread_id!r} fails its digest check")
-    doc = unseal(data, f"manifest part {key!r}", compressed=True, kind="manifest part")
+    doc = unseal(data, f"manifest part {key!r}", kind="manifest part")
     if doc.get("type") != "manifest-part" or doc.get("thread_id") != thread_id:
         raise CorruptManifest(f"{key!r} is not a manifest part of thread {thread_id!r}")
     records = doc.get("records")

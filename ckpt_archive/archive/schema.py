@@ -169,11 +169,10 @@ def _maintenance(action: dict[str, Any], thread_id: str) -> None:
     kind = action.get("action")
     if kind == "remove":
         _need(_strs(action.get("ids")), "remove ids")
-    elif kind in ("rebase", "update"):
-        _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), f"{kind} action")
+    elif kind == "update":
+        _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), "update action")
         if "ref" in action["set"]:
             _ref(action["set"]["ref"], thread_id)
-        _need(isinstance(action.get("ops", []), list), f"{kind} ops")
     elif kind == "tombstone":
         objects = action.get("objects")
         _need(isinstance(action.get("at"), str) and isinstance(objects, dict), "tombstone action")
@@ -202,8 +201,8 @@ def check_hint(doc: dict[str, Any], thread_id: str) -> None:
     manifest_seq = doc.get("manifest_seq")
     if not _int(doc.get("seq")) or not (manifest_seq is None or _int(manifest_seq)) or not isinstance(chain, list):
         raise CorruptManifest("malformed head hint", thread_id=thread_id)
-    entry = doc.get("entry_sha256")  # absent in hints of earlier writers, which followed their commit
-    if entry is not None and not (isinstance(entry, str) and _SHA256.fullmatch(entry)):
+    entry = doc.get("entry_sha256")  # the hint may go out before its commit lands: readers check it
+    if not (isinstance(entry, str) and _SHA256.fullmatch(entry)):
         raise CorruptManifest("malformed head hint: entry_sha256", thread_id=thread_id)
     for rec in chain:
         check_record({k: v for k, v in rec.items() if k != "ops"} if isinstance(rec, dict) else rec, thread_id)

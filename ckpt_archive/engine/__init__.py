@@ -7,12 +7,11 @@ from .chains import ChainReader, Mode
 from .core import Engine
 from .log import ThreadLog
 from .plan import MAINTENANCE, ONCE, SAVE, Fold, Plan, Planner, Retry
-from .root import DEFAULT_GC_GRACE, MARKER_VERSION, Settings, gc_floor, manifest_ttl
+from .root import DEFAULT_GC_GRACE, Settings, gc_floor, manifest_ttl
 
 __all__ = [
     "DEFAULT_GC_GRACE",
     "MAINTENANCE",
-    "MARKER_VERSION",
     "ONCE",
     "SAVE",
     "ChainReader",

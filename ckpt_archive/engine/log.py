@@ -142,8 +142,8 @@ class ThreadLog:
             base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
         else:  # no usable hint: one LIST of the log (recovery path only)
             names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
-            folded = [int(n.split(".")[0]) for n in names if n.endswith(".manifest.json.zst")]
-            commits = [int(n.split(".")[0]) for n in names if n.endswith(".json") and n[:20].isdigit()]
+            folded = [int(n[:20]) for n in names if n[20:] == layout.FOLDED_SUFFIX and n[:20].isdigit()]
+            commits = [int(n[:20]) for n in names if n[20:] == layout.COMMIT_SUFFIX and n[:20].isdigit()]
             base_seq = max(folded) if folded else None
             last = max(commits) if commits else 0
         start = base_seq or 0
@@ -258,7 +258,7 @@ class ThreadLog:
                     hint = not routine or hint_due(m.seq + 1, planned.actions)
                     done = await self._attempt(m, planned, hint=hint and routine, cache=cache)
                     if done is not None:
-                        new, stored, beside = done
+                        new, stored = done
                         if landed is not None:
                             await landed(new, planned)
                         if cache:
@@ -266,7 +266,7 @@ class ThreadLog:
                             self.read_at[thread_id] = time.monotonic()
                         compacted = not routine or any(a["action"] == "compact" for a in planned.actions)
                         await self._publish(
-                            new, stored, compacted=compacted, hint=hint and not beside, fold_first=fold is Fold.FIRST
+                            new, stored, compacted=compacted, hint=not routine, fold_first=fold is Fold.FIRST
                         )
                         return planned.result
                     attempt += 1
@@ -278,31 +278,30 @@ class ThreadLog:
 
     async def _attempt(
         self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool
-    ) -> tuple[Manifest, bytes, bool] | None:
-        """One attempt: (new manifest, stored entry, hint put beside it) once it landed, None if it lost.
+    ) -> tuple[Manifest, bytes] | None:
+        """One attempt: (new manifest, stored entry) once it landed, None if it lost.
 
-        ``hint``: a due hint may go out with the commit; in an archive with a version 2 marker it does
-        (one round trip, not two), else ``_publish`` puts it once the commit has landed."""
+        ``hint``: a due hint goes out with the commit (one round trip, not two); readers check the
+        ``entry_sha256`` it carries, so one whose commit lost the race is ignored."""
         thread_id = m.thread_id
-        entry = m.commit_entry(planned.actions)  # refused (StateTooLarge) before any payload is written
+        stored = m.commit_entry(planned.actions)  # refused (StateTooLarge) before any payload is written
         await asyncio.gather(
             *(self.store.put(key, data) for key, data in planned.objects),
             *(self.store.copy(src, dst) for src, dst in planned.copies.items()),
             *(self.write_index(thread_id, cid) for cid in planned.ids),
         )
-        stored = await self.root.stored_commit(entry)
+        await self.root.check(create=True)  # the first commit creates the archive marker
         new = m.copy()
-        new.apply_entry(unseal(entry, "own commit", kind="commit entry"))
-        beside = hint and self.root.hint_with_commit
+        new.apply_entry(unseal(stored, "own commit", kind="commit entry"))
         try:
-            landed = await self._put_commit(new, stored, hint=beside)
+            landed = await self._put_commit(new, stored, hint=hint)
         except CommitOutcomeUnknown:
             # the next save re-reads the log first (as after a long pause, keeping the known head): a
             # re-save of this checkpoint then finds it, before writing anything
             if cache:
                 self.read_at[thread_id] = -math.inf
             raise
-        return (new, stored, beside) if landed else None
+        return (new, stored) if landed else None
 
     async def _put_commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
         """Create commit ``new.seq`` (put-if-absent of ``stored``), with the head hint put at the same

@@ -55,7 +55,7 @@ class Fold(enum.Enum):
     """What a landed commit publishes besides itself."""
 
     IF_COMPACTED = "if-compacted"
-    """Save and compaction: the hint when ``hint_due`` (beside the commit in a version 2 archive), and
+    """Save and compaction: the hint when ``hint_due`` (beside the commit), and
     a fold of the manifest after a compaction."""
     FIRST = "first"
     """Maintenance: the fold, then the hint that names it, so the log before it is collectable at once."""

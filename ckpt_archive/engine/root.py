@@ -12,7 +12,6 @@ from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypedDict, TypeVar
 
-from .. import codec
 from ..archive import layout
 from ..archive.crypto import Encryption
 from ..archive.manifest import now_iso, seal, unseal
@@ -40,14 +39,6 @@ def gc_floor(gc_grace: timedelta) -> timedelta:
     payloads and committing them. A save slower than one ``manifest_ttl`` checks afterwards that its
     checkpoint is still whole (``ops.save.confirm``)."""
     return 2 * manifest_ttl(gc_grace)
-
-
-MARKER_VERSION = 2
-"""The archive marker's ``format_version`` in archives this revision creates: in them a writer puts the
-head hint beside its commit, so a hint may name a commit that never landed (spec.md section 7).
-Readers of earlier revisions, which would believe such a hint, refuse these archives
-(``UnsupportedFormatVersion``) rather than misread them; archives with a version 1 marker keep the hint
-after the commit."""
 
 
 class Settings(TypedDict, total=False):
@@ -85,10 +76,8 @@ class Root:
         self.encryption = encryption
         self.create = create  # a location holding other files may become an archive (first commit)
         self.archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
-        self.hint_with_commit = False  # a version 2 marker: the hint may go out beside its commit
         self._checked = False
         self._empty_at = -1e9  # when a read last found no marker and nothing that forbids creating one
-        self._zstd_commits = False  # the marker's "commits": "zstd" (set by check)
 
     @property
     def manifest_ttl(self) -> float:
@@ -129,24 +118,13 @@ class Root:
             if not create:
                 self._empty_at = time.monotonic()
                 return  # nothing committed yet: reads see an empty archive, and nothing is written
-            marker = seal({"type": "archive", "created_at": now_iso(), "commits": "zstd"}, MARKER_VERSION)
+            marker = seal({"type": "archive", "created_at": now_iso()})
             if not await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker):
                 marker = await self.store.get(layout.ARCHIVE_MARKER)
             data = marker
-        doc = unseal(
-            data, "archive marker", key=layout.ARCHIVE_MARKER, accept=(1, MARKER_VERSION), kind="archive marker"
-        )
+        doc = unseal(data, "archive marker", key=layout.ARCHIVE_MARKER, kind="archive marker")
         self.archive_id = str(doc["digest"])
-        self._zstd_commits = doc.get("commits") == "zstd"
-        self.hint_with_commit = doc["format_version"] >= MARKER_VERSION
         self._checked = True
-
-    async def stored_commit(self, entry: bytes) -> bytes:
-        """The bytes to store for a commit entry: zstd in archives whose marker says so (created by a
-        writer whose readers accept it, spec.md section 6), the sealed JSON itself otherwise, so
-        that readers of earlier revisions keep reading the archives they created."""
-        await self.check(create=True)
-        return codec.compress(entry) if self._zstd_commits else entry
 
     async def rooted(self, read: Awaitable[T]) -> T:
         """Run ``read`` alongside the root check; an archive-level error wins over the read's.

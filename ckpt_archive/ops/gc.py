@@ -43,7 +43,7 @@ from ..errors import CheckpointError, UnsafeGcGrace
 from ..retention import GcReport
 from . import reads
 
-_FOLDED = ".manifest.json.zst"
+_FOLDED = layout.FOLDED_SUFFIX
 
 
 _PAYLOADS = ("snapshots", "deltas", "pages")
@@ -72,7 +72,7 @@ def _superseded(names: dict[str, dict[str, Any]], keep_from: int) -> list[str]:
         if not base[:20].isdigit():
             continue
         seq = int(base[:20])
-        folded, entry = base == f"{seq:020d}{_FOLDED}", base == f"{seq:020d}.json"
+        folded, entry = base == f"{seq:020d}{_FOLDED}", base == f"{seq:020d}{layout.COMMIT_SUFFIX}"
         if (folded and seq < keep_from) or (entry and 1 < seq <= keep_from):
             out.append(key)
     return out

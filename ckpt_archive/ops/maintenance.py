@@ -10,7 +10,7 @@ tombstones (with the time) and deleted by ``gc`` after the grace period, so a
 reader holding an older manifest still finds every object it references.
 
 Chain rule: a kept delta whose parent is removed gets a full snapshot of its
-own (``rebase``), so the removed segment rows are no longer needed. Deltas
+own (an ``update`` of its ref), so the removed segment rows are no longer needed. Deltas
 further down that chain then hang off the re-based checkpoint unchanged.
 """
 
@@ -104,7 +104,7 @@ async def plan_removal(
         if rec["kind"] != "delta" or rec.get("parent") not in remove:
             continue
         change, size = await rewrite_full(engine, m, rec, await engine.contents.content_of(m, cid), writes)
-        actions.append({"action": "rebase", "id": cid, "set": change})
+        actions.append({"action": "update", "id": cid, "set": change})
         after[cid] = {**rec, **change}
         report.rebased.append(cid)
         report.bytes_written += size
@@ -228,7 +228,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
         for cid, child in m.records.items():
             if child.get("parent") == checkpoint_id and child["kind"] == "delta":
                 change, _ = await rewrite_full(engine, m, child, await engine.contents.content_of(m, cid), writes)
-                actions.append({"action": "rebase", "id": cid, "set": change})
+                actions.append({"action": "update", "id": cid, "set": change})
                 after[cid] = {**child, **change}
         messages = (await engine.contents.content_of(m, checkpoint_id))[1]  # an edit replaces the state only
         change, _ = await rewrite_full(engine, m, rec, (state, messages), writes)

@@ -81,24 +81,22 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     chain, inline = hint_chain(hint)
     if not chain:
         return None
-    seq, entry = int(hint["seq"]), hint.get("entry_sha256")
-    logs = [layout.log_key(thread_id, seq + 1 + i) for i in range(HINT_LAG + 1)]
-    if entry is not None:  # the hint went out with its commit: is that commit the one at seq?
-        logs.insert(0, layout.log_key(thread_id, seq))
+    seq, entry = int(hint["seq"]), hint["entry_sha256"]
+    # the hint went out with its commit: is that commit the one at seq? (and the ones after it)
+    logs = [layout.log_key(thread_id, seq + i) for i in range(HINT_LAG + 2)]
     reader = engine.contents.reader(thread_id)
     keys = reader.needed([chain])  # what the state cache does not hold
     probes, datas = await asyncio.gather(engine.store.get_many(logs), engine.store.get_many(keys))
-    if entry is not None:
-        own = probes.pop(0)
-        if own is None or codec.sha256(own) != entry:  # its commit never landed, or lost the race
-            return None
+    own = probes.pop(0)
+    if own is None or codec.sha256(own) != entry:  # its commit never landed, or lost the race
+        return None
     reader.hold(keys, datas)
     if probes[0] is not None and probes[-1] is not None:
         return None
     content = await reader.content(chain, inline)
     if probes[0] is None:
         return chain[-1], content
-    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=logs[0], kind="commit entry")
+    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=logs[1], kind="commit entry")
     found = appended(doc, thread_id, seq + 1, chain[-1]["id"])
     if found is None:
         return None
@@ -218,8 +216,8 @@ async def _hashed_thread(engine: Engine, folder: str) -> str | None:
     """The thread id that a hashed folder's hint or first commit records (it must hash to the folder)."""
     failure: CheckpointError | None = None
     for what, kind, key in (
-        ("head hint", "head hint", f"{folder}/_head.json"),
-        ("commit 1", "commit entry", f"{folder}/_log/{1:020d}.json"),
+        ("head hint", "head hint", f"{folder}/{layout.HEAD}"),
+        ("commit 1", "commit entry", f"{folder}/_log/{1:020d}{layout.COMMIT_SUFFIX}"),
     ):
         data = await engine.store.get_or_none(key)  # the commit only when the hint does not do
         if data is None:

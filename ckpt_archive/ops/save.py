@@ -5,7 +5,7 @@ Save protocol (docs/format/spec.md has the normative version):
 1. payload objects are written first (a snapshot; at a snapshot, the thread's
    inline deltas compacted into one Parquet segment), together with the
    ``_ids/`` entry that makes ``load_by_id`` work without a thread id;
-2. the commit entry ``_log/<seq+1>.json`` is created put-if-absent. Losing that
+2. the commit entry ``_log/<seq+1>.json.zst`` is created put-if-absent. Losing that
    race means another writer committed first: a save that appends to the head
    raises ``CheckpointConflict``; an explicit fork (``parent_id``) re-reads the
    log and retries at the next seq. Payloads of a lost save are never

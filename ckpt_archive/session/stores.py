@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import codec
+from .. import codec, versions
 from ..archive import layout
 from ..errors import DigestMismatch, SessionFlushConflict, TruncatedObject, UnsupportedFormatVersion
 from ..model import check_identifier
@@ -160,7 +160,7 @@ def encode_batch(session_id: str, batch: FlushBatch) -> bytes:
         "event": [codec.dumps(e).decode() for e in batch.events],
     }
     meta = {
-        f"{_META}format_version": str(codec.FORMAT_VERSION),
+        f"{_META}format_version": str(versions.FORMAT_VERSION),
         f"{_META}session": codec.dumps(header).decode(),
         f"{_META}sha256": codec.sha256(codec.dumps({**header, "events": batch.events})),
     }
@@ -176,7 +176,7 @@ def decode_batch(data: bytes, *, session_id: str, key: str) -> FlushBatch:
     except Exception as exc:  # pyarrow raises many types for garbage input
         raise TruncatedObject(f"session flush is not a readable Parquet file ({type(exc).__name__})", key=key) from None
     version = meta.get(f"{_META}format_version")
-    if version != str(codec.FORMAT_VERSION):
+    if not versions.readable(version):
         raise UnsupportedFormatVersion(f"session flush {key!r} has format_version {version!r}")
     try:
         header = codec.loads(meta[f"{_META}session"])
