@@ -70,7 +70,13 @@ def kill_loop(url: str, opts: dict[str, Any], kills: int, tmp_path: Path, seed: 
     assert [i.step for i in infos] == list(range(len(infos)))  # one linear chain, no step lost or doubled
     assert all(b.parent_id == a.checkpoint_id for a, b in itertools.pairwise(infos))
     report = cp.verify()
-    assert report.ok, str(report)
+    # a save killed after its hint (put beside its commit) went out but before the commit landed
+    # leaves a hint naming an absent commit: verify reports it, as the log cannot tell it from a
+    # deleted newest commit; nothing committed is lost, and the next commit clears it
+    assert all(p.kind == "MissingCommit" for p in report.problems) and len(report.problems) <= 1, str(report)
+    if report.problems:
+        cp.save(ca.Checkpoint.new("t", state(len(infos)), step=len(infos)))
+        assert cp.verify().ok, str(cp.verify())
     return len(saves)
 
 
