@@ -109,15 +109,26 @@ def decode_part(data: bytes | None, ref: dict[str, Any], thread_id: str) -> list
     return records
 
 
-async def read_folded(
-    store: Any, thread_id: str, data: bytes, what: str, *, key: str | None = None, seq: int | None = None
-) -> Manifest:
-    """A folded manifest with its sealed parts read (in parallel) and checked."""
+def checked_part_refs(data: bytes, what: str, *, thread_id: str, key: str | None = None) -> list[dict[str, Any]]:
+    """The sealed parts a folded manifest names, each checked to be a part of its own thread."""
     refs = Manifest.part_refs(data, what, thread_id=thread_id, key=key)
     if not all(isinstance(r, dict) and isinstance(r.get("key"), str) for r in refs):
         raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
     for ref in refs:
         check_object_key(ref["key"], thread_id, "_parts")
-    datas = await store.get_many([ref["key"] for ref in refs]) if refs else []
+    return refs
+
+
+def with_parts(
+    data: bytes,
+    what: str,
+    refs: list[dict[str, Any]],
+    datas: list[bytes | None],
+    *,
+    thread_id: str,
+    key: str | None = None,
+    seq: int | None = None,
+) -> Manifest:
+    """The folded manifest ``data`` with its parts (``datas``, read for ``refs``) decoded and checked."""
     parts = [decode_part(d, ref, thread_id) for d, ref in zip(datas, refs, strict=True)]
     return Manifest.from_folded(data, what, parts, thread_id=thread_id, key=key, seq=seq)

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from ..archive import layout
 from ..archive.manifest import HINT_LAG, Manifest, hint_due, seal, unseal
-from ..archive.parts import read_folded, seal_parts
+from ..archive.parts import seal_parts
 from ..archive.schema import check_hint
 from ..errors import (
     AccessDenied,
@@ -36,6 +36,7 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..storage import ObjectStore
+from .folds import read_folded
 from .plan import MAINTENANCE, Fold, Plan, Planner, Retry
 from .root import Root
 

@@ -21,9 +21,9 @@ from typing import Any
 from .. import codec
 from ..archive import layout
 from ..archive.manifest import Manifest, Record, id_entry_thread, unseal
-from ..archive.parts import read_folded
 from ..archive.schema import check_hint
 from ..engine import Engine, Mode
+from ..engine.folds import read_folded
 from ..errors import (
     BrokenChain,
     CheckpointError,
