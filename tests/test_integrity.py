@@ -162,6 +162,25 @@ def test_resealed_commit_with_altered_delta_is_caught_by_state_digest(archive_ur
     assert [p.kind for p in cp.verify().problems] == ["DigestMismatch"]
 
 
+@pytest.mark.parametrize("dropped", [("state_sha256",), ("messages_sha256",), ("state_sha256", "messages_sha256")])
+def test_a_record_without_its_content_digests_is_refused(
+    archive_url: Any, backend: str, dropped: tuple[str, ...]
+) -> None:
+    """Every record proves its content: a forged, re-sealed commit whose record drops a digest (so its
+    altered delta would go unchecked) is CorruptManifest, not a state nobody can prove."""
+    cp, _ = build(archive_url, backend, n=3)
+    key = layout.log_key("t", 3)
+    doc = unseal(get(cp, key), "commit", kind="commit entry")
+    doc["actions"][0]["ops"] = [{"op": "set", "path": ["n"], "value": 99}]
+    for name in dropped:
+        del doc["actions"][0]["record"][name]
+    put(cp, key, codec.compress(seal(doc)))
+    run_sync(cp.store.delete([layout.head_key("t")]))
+    with pytest.raises(ca.CorruptManifest, match=dropped[0]):
+        fresh(cp).load("t")
+    assert "CorruptManifest" in names(cp.verify())
+
+
 def test_broken_chain(archive_url: Any, backend: str) -> None:
     """A delta whose parent is not in the manifest (forged but well-sealed commit)."""
     cp, saved = build(archive_url, backend, n=2)

@@ -70,7 +70,7 @@ def check_content(
     digest: Callable[[str, bytes], str] | None = None,
 ) -> None:
     """A rebuilt (state, messages) must hash to the ``state_sha256`` and ``messages_sha256`` recorded
-    at save (each checked where the record has it: records written before messages have neither).
+    at save (a digest is null only in a record encrypted since, whose MACs prove it instead).
     ``digest(name, raw)`` is the sha256 to use (default ``codec.sha256``)."""
     sha = digest or (lambda _name, raw: codec.sha256(raw))
     for name, value in (("state", content[0]), ("messages", content[1])):

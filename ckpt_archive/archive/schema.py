@@ -100,18 +100,18 @@ def _record(rec: Any, thread_id: str) -> None:
         raise _Bad("record fields")
     if not (_int(rec.get("bytes", 0)) and _int(rec.get("version", 1))):
         raise _Bad("record sizes")
+    # every record proves its content: a plaintext one by its two digests, an encrypted one by its two
+    # MACs and no plain digest (which would let anyone confirm a guess of the content)
+    enc = rec.get("enc")
     for name in ("state_sha256", "messages_sha256"):
         sha = rec.get(name)
-        if not (sha is None or (isinstance(sha, str) and _SHA256.fullmatch(sha))):
+        if not (isinstance(sha, str) and _SHA256.fullmatch(sha) if enc is None else sha is None):
             raise _Bad(f"record {name}")
-    enc = rec.get("enc")
     if enc is not None:
         if not (isinstance(enc, dict) and isinstance(enc.get("key_id"), str)):
             raise _Bad("record enc")
-        if not isinstance(rec.get("state_mac"), str):
-            raise _Bad("encrypted record without state_mac")
-    if not (rec.get("messages_mac") is None or isinstance(rec["messages_mac"], str)):
-        raise _Bad("record messages_mac")
+        if not (isinstance(rec.get("state_mac"), str) and isinstance(rec.get("messages_mac"), str)):
+            raise _Bad("encrypted record without its state_mac and messages_mac")
     _ref(rec.get("ref"), thread_id)
     if kind == "full" and rec["ref"]["type"] != "snapshot":
         raise _Bad("full record without a snapshot")
