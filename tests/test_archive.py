@@ -11,12 +11,12 @@ import duckdb
 import fsspec
 import pyarrow.parquet as pq
 import pytest
+from ckpt_archive.format.manifest import seal, unseal
 
 import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive import layout
-from ckpt_archive.archive.manifest import seal, unseal
+from ckpt_archive.format import layout
 from ckpt_archive.storage import RoundTrips
 from ckpt_archive.testing import S3Server
 
@@ -220,7 +220,7 @@ def test_unknown_format_version_is_a_clear_error(tmp_path: Any) -> None:
 def test_segments_are_parquet_row_groups_of_consecutive_checkpoints_readable_without_us(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch, per_group: int
 ) -> None:
-    from ckpt_archive.archive import objects
+    from ckpt_archive.format import objects
 
     monkeypatch.setattr(objects, "GROUP_CHECKPOINTS", per_group)
     url = str(tmp_path / "a")

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive import layout
 from ckpt_archive.cli import app
+from ckpt_archive.format import layout
 
 LONG = "x" * 300  # its folder is named by the id's sha256, so listing learns the id from the folder's documents
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import ckpt_archive as ca
-from ckpt_archive.archive import parts
+from ckpt_archive.format import parts
 from ckpt_archive.storage.wrappers import FAULT_MODES as MODES
 from ckpt_archive.storage.wrappers import Crash, FaultPlan, FaultStore
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive import layout
+from ckpt_archive.format import layout
 from ckpt_archive.model import uuid7
 from tests.test_archive import SimulatedCrash
 from tests.test_retention import fresh

@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ckpt_archive.format.manifest import seal, unseal
+from ckpt_archive.format.objects import SegmentReader, decode_snapshot_content
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive import layout
-from ckpt_archive.archive.manifest import seal, unseal
-from ckpt_archive.archive.objects import SegmentReader, decode_snapshot_content
+from ckpt_archive.format import layout
 from ckpt_archive.model import uuid7
 
 HOSTILE_IDS = [

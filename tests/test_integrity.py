@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ckpt_archive.format.manifest import seal, unseal
 
 import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive import layout
-from ckpt_archive.archive.manifest import seal, unseal
+from ckpt_archive.format import layout
 
 
 @pytest.fixture(params=["local", "memory"])

@@ -26,6 +26,7 @@ import pytest
 pytest.importorskip("langgraph")
 
 import ormsgpack
+from ckpt_archive.format.manifest import seal, unseal
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
@@ -38,7 +39,6 @@ from langgraph.types import Command, Send, interrupt
 from pydantic import BaseModel
 
 import ckpt_archive as ca
-from ckpt_archive.archive.manifest import seal, unseal
 from ckpt_archive.integrations.langgraph import (
     ArchiveSaver,
     InvalidAllowedType,

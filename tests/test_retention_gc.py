@@ -14,7 +14,7 @@ import pytest
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive import layout
+from ckpt_archive.format import layout
 from ckpt_archive.storage import LocalStore
 from ckpt_archive.testing import S3Server
 from tests.conftest import BACKENDS, open_backend

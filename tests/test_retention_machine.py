@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
-from ckpt_archive.archive import pages, parts
+from ckpt_archive.format import pages, parts
 from ckpt_archive.retention import PINNED_KEY
 
 _urls = itertools.count()

@@ -11,7 +11,7 @@ import pytest
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive._sync import run_sync
-from ckpt_archive.archive import parts
+from ckpt_archive.format import parts
 from tests.test_retention import assert_loads, chat, fresh
 
 

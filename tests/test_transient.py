@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import ckpt_archive as ca
-from ckpt_archive.archive import layout
+from ckpt_archive.format import layout
 from ckpt_archive.storage import is_transient
 from ckpt_archive.testing import FaultProxy, S3Server
 

@@ -28,9 +28,9 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from .._sync import run_sync
-from ..archive import layout
-from ..archive.objects import SEGMENT_SCHEMA
 from ..errors import TruncatedObject
+from ..format import layout
+from ..format.objects import SEGMENT_SCHEMA
 from ..storage import ObjectStore
 from .frames import Source, archive_of, checkpoints_table
 

@@ -17,9 +17,10 @@ import pyarrow as pa
 
 from .. import codec
 from .._sync import run_sync
-from ..archive import ArchiveCheckpointer, layout, open_archive
+from ..archive import ArchiveCheckpointer, open_archive
 from ..delta import diff
 from ..errors import ArchiveNotFound, CheckpointNotFound
+from ..format import layout
 from ..model import Checkpoint, CheckpointInfo
 
 Backend = Literal["pandas", "polars", "arrow"]

@@ -7,10 +7,10 @@ from datetime import timedelta
 from typing import Any
 
 from ..engine import DEFAULT_GC_GRACE
+from ..format.crypto import Encryption
 from ..ops.verify import Problem, RestoredState, VerifyReport
 from ..storage import ObjectStore, open_store
 from .checkpointer import ArchiveCheckpointer
-from .crypto import Encryption
 
 __all__ = [
     "ArchiveCheckpointer",

@@ -14,6 +14,7 @@ from typing import Any, Unpack
 
 from .._sync import run_async, run_sync
 from ..engine import Engine, Settings
+from ..format.crypto import Encryption
 from ..model import Checkpoint
 from ..ops import copy, gc, maintenance, reads, save, verify
 from ..ops.maintenance import PruneAllOptions
@@ -21,7 +22,6 @@ from ..ops.verify import RestoredState, VerifyReport
 from ..protocol import AsyncCoreCheckpointer, Ids, Infos
 from ..retention import GcReport, PruneReport, RetentionPolicy
 from ..storage import ObjectStore
-from .crypto import Encryption
 
 __all__ = ["ArchiveCheckpointer"]
 

@@ -16,13 +16,13 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
-from ..archive import crypto, pages
-from ..archive.content import Content, state_key
-from ..archive.crypto import Encryption
-from ..archive.manifest import Manifest, Record, ref_keys
-from ..archive.objects import SegmentReader, check_content, decode_snapshot_content, verify
 from ..delta import MESSAGES, Delta, apply_checkpoint
 from ..errors import BrokenChain, CheckpointError, IntegrityError, MissingObject, ProtectionMismatch, TruncatedObject
+from ..format import crypto, pages
+from ..format.content import Content, state_key
+from ..format.crypto import Encryption
+from ..format.manifest import Manifest, Record, ref_keys
+from ..format.objects import SegmentReader, check_content, decode_snapshot_content, verify
 from ..model import content_digest
 from ..storage import ObjectStore
 

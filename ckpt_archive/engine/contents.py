@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from .. import codec
-from ..archive import crypto
-from ..archive.content import Content, state_key
-from ..archive.crypto import Encryption
-from ..archive.manifest import Manifest, Record
-from ..archive.objects import encode_snapshot
+from ..format import crypto
+from ..format.content import Content, state_key
+from ..format.crypto import Encryption
+from ..format.manifest import Manifest, Record
+from ..format.objects import encode_snapshot
 from ..model import Checkpoint, Protection
 from ..storage import ObjectStore
 from .chains import ChainReader, Mode

@@ -1,12 +1,12 @@
 """Reading a folded manifest with its sealed parts: the one read of a fold, for the log and verify.
 
-The decoding is the format's (``archive.parts``, pure); only the reads of the parts are here.
+The decoding is the format's (``format.parts``, pure); only the reads of the parts are here.
 """
 
 from __future__ import annotations
 
-from ..archive.manifest import Manifest
-from ..archive.parts import checked_part_refs, with_parts
+from ..format.manifest import Manifest
+from ..format.parts import checked_part_refs, with_parts
 from ..storage import ObjectStore
 
 

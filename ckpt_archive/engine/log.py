@@ -17,10 +17,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from ..archive import layout
-from ..archive.manifest import HINT_LAG, Manifest, hint_due, seal, unseal
-from ..archive.parts import seal_parts
-from ..archive.schema import check_hint
 from ..errors import (
     AccessDenied,
     BucketNotFound,
@@ -35,6 +31,10 @@ from ..errors import (
     StorageFull,
     UnsupportedFormatVersion,
 )
+from ..format import layout
+from ..format.manifest import HINT_LAG, Manifest, hint_due, seal, unseal
+from ..format.parts import seal_parts
+from ..format.schema import check_hint
 from ..storage import ObjectStore
 from .folds import read_folded
 from .plan import MAINTENANCE, Fold, Plan, Planner, Retry

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ..archive.manifest import Manifest
+from ..format.manifest import Manifest
 
 T = TypeVar("T")
 

@@ -12,10 +12,10 @@ from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypedDict, TypeVar
 
-from ..archive import layout
-from ..archive.crypto import Encryption
-from ..archive.manifest import now_iso, seal, unseal
 from ..errors import ArchiveMarkerMissing, ArchiveNotFound
+from ..format import layout
+from ..format.crypto import Encryption
+from ..format.manifest import now_iso, seal, unseal
 from ..storage import ObjectStore
 
 T = TypeVar("T")

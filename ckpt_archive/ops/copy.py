@@ -13,10 +13,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from ..archive import layout
-from ..archive.manifest import Manifest, Record
 from ..engine import Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
+from ..format import layout
+from ..format.manifest import Manifest, Record
 from ..model import RESERVED_PREFIX, uuid7
 from ..retention import PINNED_KEY
 from .maintenance import snapshot_ref, thread_of

@@ -36,10 +36,10 @@ import posixpath
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..archive import layout
-from ..archive.manifest import Manifest
 from ..engine import Engine, Fold, Plan, gc_floor
 from ..errors import CheckpointError, UnsafeGcGrace
+from ..format import layout
+from ..format.manifest import Manifest
 from ..retention import GcReport
 from . import reads
 

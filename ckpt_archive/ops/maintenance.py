@@ -23,11 +23,11 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from .. import codec, limits
-from ..archive import layout
-from ..archive.content import Content, paged_snapshot, state_key
-from ..archive.manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
 from ..engine import Engine, Plan
 from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
+from ..format import layout
+from ..format.content import Content, paged_snapshot, state_key
+from ..format.manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
 from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
 from . import reads

@@ -22,10 +22,10 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from .. import codec
-from ..archive import layout
-from ..archive.content import Content
-from ..archive.manifest import HINT_LAG, Manifest, Record, appended, hint_chain, id_entry_thread, record_info, unseal
 from ..engine import Engine
+from ..format import layout
+from ..format.content import Content
+from ..format.manifest import HINT_LAG, Manifest, Record, appended, hint_chain, id_entry_thread, record_info, unseal
 
 __all__ = [
     "Manifest",

@@ -24,14 +24,14 @@ import uuid
 from typing import Any
 
 from .. import codec, limits
-from ..archive import crypto, layout
-from ..archive.content import Content, paged_snapshot, state_key
-from ..archive.manifest import Manifest, Record
-from ..archive.objects import encode_segment
 from ..chain import snapshot_due
 from ..delta import diff_checkpoint
 from ..engine import ONCE, SAVE, Engine, Fold, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
+from ..format import crypto, layout
+from ..format.content import Content, paged_snapshot, state_key
+from ..format.manifest import Manifest, Record
+from ..format.objects import encode_segment
 from ..model import Checkpoint
 
 

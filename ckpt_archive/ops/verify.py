@@ -19,9 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import codec
-from ..archive import layout
-from ..archive.manifest import Manifest, Record, id_entry_thread, unseal
-from ..archive.schema import check_hint
 from ..engine import Engine, Mode
 from ..engine.folds import read_folded
 from ..errors import (
@@ -34,6 +31,9 @@ from ..errors import (
     ObjectTooLarge,
     UnsupportedFormatVersion,
 )
+from ..format import layout
+from ..format.manifest import Manifest, Record, id_entry_thread, unseal
+from ..format.schema import check_hint
 from .reads import thread_folders
 
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import codec, versions
-from ..archive import layout
 from ..errors import DigestMismatch, SessionFlushConflict, TruncatedObject, UnsupportedFormatVersion
+from ..format import layout
 from ..model import check_identifier
 from ..storage import ObjectStore, open_store
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ...archive import layout
-from ...archive.manifest import seal, unseal
+from ...format import layout
+from ...format.manifest import seal, unseal
 from ...storage import ObjectStore
 from .encoding import SerdeCodec
 
