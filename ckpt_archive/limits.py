@@ -3,7 +3,8 @@
 An archive is often written by someone else, so a reader must not let a stored object decide how
 much memory it takes: a 62 KB zstd frame can expand to gigabytes. Each kind of object gets a bound
 on its decoded size, derived from what a writer can produce, and a reader refuses an object over it
-(``ObjectTooLarge``) before allocating: by the stored size (``ObjectStore.get``), by the content
+(``ObjectTooLarge``) before decoding it: by the stored size (``ObjectStore.get``: on local disk before
+the read, by ``fstat``; on object stores once the bytes are in), by the content
 size a zstd frame declares in its header (``codec.decompress``), by the row counts and sizes a
 Parquet footer declares (``objects.SegmentReader``).
 

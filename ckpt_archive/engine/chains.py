@@ -12,6 +12,7 @@ checkpoint it was taken of) is applied in one place, and every reader sees the s
 from __future__ import annotations
 
 import enum
+import functools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, Protocol, TypeVar
@@ -280,12 +281,14 @@ class ChainReader:
         items: dict[str, list[Any]] = {}
         for d in needed:
             page_key = refs[d]["key"]
-            page_data = await self._object(page_key, rec)
-            try:
-                items[d] = pages.decode_page(page_data, refs[d], thread_id=self.thread_id, checkpoint_id=cid)
-            except IntegrityError:
-                self.damaged.add(page_key)
-                raise
+            decode_page = functools.partial(
+                pages.decode_page,
+                await self._object(page_key, rec),
+                refs[d],
+                thread_id=self.thread_id,
+                checkpoint_id=cid,
+            )
+            items[d] = self._decoded(page_key, decode_page)
         try:
             state = pages.join(state, table, items)
             messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]

@@ -138,7 +138,11 @@ class ThreadLog:
         """Was the cached manifest read (or written) within half the gc grace period?"""
         return time.monotonic() - self.read_at.get(thread_id, 0.0) <= self.root.manifest_ttl
 
-    async def _rebuild(self, thread_id: str, hint: dict[str, Any] | None, *, cache: bool = True) -> Manifest:
+    async def _rebuild(
+        self, thread_id: str, hint: dict[str, Any] | None, *, cache: bool = True, relisted: bool = False
+    ) -> Manifest:
+        """The manifest from the hint (no LIST), or from one LIST of the log; ``relisted``: this is the
+        second listing, after a fold the first one named was collected meanwhile."""
         if hint is not None:
             base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
         else:  # no usable hint: one LIST of the log (recovery path only)
@@ -159,8 +163,14 @@ class ThreadLog:
         del datas[len(keys) :]
         if base_seq:
             data = datas.pop(0)
-            if data is None:  # folded manifest gone (gc): start over from the listing
-                return await self._rebuild(thread_id, None, cache=cache) if hint is not None else Manifest(thread_id)
+            if data is None:  # folded manifest gone since it was named (gc wrote a newer one): list again
+                if hint is None and relisted:
+                    raise MissingObject(
+                        "folded manifest vanished twice after listing",
+                        thread_id=thread_id,
+                        key=layout.manifest_key(thread_id, base_seq),
+                    )
+                return await self._rebuild(thread_id, None, cache=cache, relisted=hint is None)
             key = layout.manifest_key(thread_id, base_seq)
             try:
                 m = await read_folded(self.store, thread_id, data, f"manifest {base_seq}", key=key, seq=base_seq)
@@ -244,7 +254,7 @@ class ThreadLog:
 
         ``cache=False`` (gc): the manifest is read afresh and this instance's view of the thread is
         left as it was, so its next save still detects the commits of other writers."""
-        attempt = 0
+        attempt, routine = 0, fold is Fold.IF_COMPACTED  # routine: the hint goes beside the commit when due
         while True:
             async with self.lock(thread_id):
                 while True:
@@ -255,9 +265,8 @@ class ThreadLog:
                     planned = await plan(m, attempt)
                     if not planned.actions:
                         return planned.result
-                    routine = fold is Fold.IF_COMPACTED
-                    hint = not routine or hint_due(m.seq + 1, planned.actions)
-                    done = await self._attempt(m, planned, hint=hint and routine, cache=cache)
+                    hint = routine and hint_due(m.seq + 1, planned.actions)
+                    done = await self._attempt(m, planned, hint=hint, cache=cache)
                     if done is not None:
                         new, stored = done
                         if landed is not None:
@@ -351,9 +360,7 @@ class ThreadLog:
                 raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
             await self.store.put(key, doc)  # left over from a save that never committed
 
-    async def _publish(
-        self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool = True, fold_first: bool = False
-    ) -> None:
+    async def _publish(self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool, fold_first: bool) -> None:
         """After commit ``m.seq`` (stored as ``entry``): rewrite the hint unless ``hint`` is False (it
         went with the commit, or ``hint_due`` says the next commit's will cover it); after a compaction
         also fold the manifest. ``fold_first`` (maintenance, where latency does not matter): the hint

@@ -19,12 +19,13 @@ from ..format import layout
 from ..format.manifest import Manifest, Record
 from ..model import RESERVED_PREFIX, uuid7
 from ..retention import PINNED_KEY
-from .maintenance import snapshot_ref, thread_of
+from .maintenance import snapshot_ref
+from .reads import locate
 
 FORKED_FROM = RESERVED_PREFIX + "forked_from"
 
 
-def _copied_ref(engine: Engine, dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> Any:
+def _copied_ref(dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> Any:
     """The reference for ``rec`` in thread ``dst``; records the server-side copies to make in ``copies``."""
     ref = dict(rec["ref"])
     if ref["type"] == "snapshot":
@@ -56,8 +57,7 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
     """Start thread ``new_thread_id`` at a copy of ``checkpoint_id`` (a new id, no parent); returns its id."""
     _refuse_encrypted(engine, "fork")
     layout.thread_dir(new_thread_id)
-    src_thread = await thread_of(engine, checkpoint_id)
-    src = await engine.log.manifest(src_thread)
+    src, src_thread = await locate(engine, checkpoint_id)
     rec = src.records[checkpoint_id]
     new_id = uuid7()
 
@@ -65,7 +65,7 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
         copies: dict[str, str] = {}
         objects: list[tuple[str, bytes]] = []
         if rec["ref"]["type"] == "snapshot":
-            ref = _copied_ref(engine, new_thread_id, rec, new_id, copies)
+            ref = _copied_ref(new_thread_id, rec, new_id, copies)
             size = int(ref.get("size", 0))
         else:
             content = await engine.contents.content_of(src, checkpoint_id)
@@ -112,7 +112,7 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
                 **rec,
                 "id": new_id,
                 "parent": mapping.get(parent) if parent is not None else None,
-                "ref": _copied_ref(engine, dst_thread, rec, new_id, copies),
+                "ref": _copied_ref(dst_thread, rec, new_id, copies),
             }
             action: dict[str, Any] = {"action": "add", "record": record}
             if rec["ref"]["type"] == "inline":

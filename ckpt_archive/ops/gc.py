@@ -91,7 +91,10 @@ async def _thread_gc(
 ) -> list[str]:
     """Collect one thread; returns the keys to delete (and updates the report). ``objects``: everything
     listed; ``mine``: those under the thread's folder."""
-    m = await engine.log.manifest(thread_id, cache=False)  # afresh, after the listing (see the module doc)
+    # afresh, after the listing (see the module doc); the hint read first is never newer than the
+    # manifest, so the folds it keeps (``keep_from`` below) are never fewer than the manifest needs
+    hint = await engine.log.read_hint(thread_id)
+    m = await engine.log.manifest(thread_id, hint=hint, hint_read=True, cache=False)
     refs = m.referenced_keys()
     live_ids.update(layout.id_key(cid) for cid in m.records)
     doomed: list[str] = []
@@ -110,6 +113,7 @@ async def _thread_gc(
                 report.bytes_freed += objects[key]["size"]
                 report.tombstones_purged += 1
             doomed.append(key)
+            forget.add(key)  # deleted now: the purge commit drops its tombstone
         else:
             report.pending += 1
             if key.startswith("_ids/"):
@@ -117,7 +121,6 @@ async def _thread_gc(
     prefix = layout.thread_dir(thread_id) + "/"
     logs = {k: v for k, v in mine.items() if _folder(k[len(prefix) :]) == "_log"}
     folded = [int(posixpath.basename(k)[:20]) for k in logs if k.endswith(_FOLDED)]
-    hint = await engine.log.read_hint(thread_id)
     in_use = [s for s in folded if s <= m.seq]
     keep_from = min(
         [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
@@ -216,10 +219,9 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
         report.threads += 1
         await engine.store.delete(doomed)
         report.deleted += [k for k in doomed if k in objects]
-        purge = forget | {k for k in doomed if not k.startswith(f"{layout.thread_dir(thread_id)}/_log/")}
-        if purge:
+        if forget:  # a purge commit only when a tombstone is to go: an orphan or a fold has none
             try:
-                await _purge(engine, thread_id, purge)
+                await _purge(engine, thread_id, forget)
             except CheckpointError as exc:  # the next gc purges them (deleting is idempotent)
                 report.errors.append(f"thread {thread_id!r}: purge not committed: {exc}")
     loose, already = [], set(report.deleted)

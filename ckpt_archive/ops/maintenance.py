@@ -27,7 +27,7 @@ from ..engine import Engine, Plan
 from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..format import layout
 from ..format.content import Content, paged_snapshot, state_key
-from ..format.manifest import Manifest, Record, now_iso, record_info, ref_keys, unseal
+from ..format.manifest import Manifest, Record, now_iso, record_info, ref_keys
 from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
 from . import reads
@@ -183,16 +183,6 @@ async def prune_all(
     return list(await asyncio.gather(*(one(t) for t in threads)))
 
 
-async def thread_of(engine: Engine, checkpoint_id: str) -> str:
-    await engine.root.check()
-    data = await engine.store.get_or_none(layout.id_key(checkpoint_id))
-    if data is not None:
-        thread_id: str = unseal(data, f"id entry of {checkpoint_id!r}", kind="id entry")["thread_id"]
-        if checkpoint_id in (await engine.log.manifest(thread_id)).records:
-            return thread_id
-    raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist")
-
-
 def _record(m: Manifest, checkpoint_id: str) -> Record:
     rec = m.records.get(checkpoint_id)
     if rec is None:
@@ -213,7 +203,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
     raw = codec.dumps(state)
     limits.check_state(len(raw))  # with the messages too: the snapshot's own check (limits)
     state = codec.loads(raw)
-    thread_id = await thread_of(engine, checkpoint_id)
+    _, thread_id = await reads.locate(engine, checkpoint_id)
 
     async def plan(m: Manifest, attempt: int) -> Plan[tuple[int, list[Any]]]:
         rec = _record(m, checkpoint_id)
@@ -251,7 +241,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
 
 async def set_pinned(engine: Engine, checkpoint_id: str, pinned: bool) -> bool:
     """Pin or unpin (a metadata-only commit; the state and its version are untouched). True if changed."""
-    thread_id = await thread_of(engine, checkpoint_id)
+    _, thread_id = await reads.locate(engine, checkpoint_id)
 
     async def plan(m: Manifest, attempt: int) -> Plan[bool]:
         rec = _record(m, checkpoint_id)

@@ -44,7 +44,7 @@ __all__ = [
     "threads",
     "warm_head",
 ]
-from ..errors import CheckpointError, CorruptManifest
+from ..errors import CheckpointError, CheckpointNotFound, CorruptManifest
 from ..model import Checkpoint, CheckpointInfo
 
 
@@ -57,10 +57,8 @@ async def head_guess(engine: Engine, thread_id: str) -> tuple[CheckpointInfo | N
     committed since.
     """
     layout.thread_dir(thread_id)
-    cached = engine.log.cached(thread_id)
-    if cached is not None and engine.log.fresh(thread_id):
-        rec = cached.records.get(cached.head) if cached.head else None
-        return (None if rec is None else record_info(thread_id, rec)), None
+    if engine.log.cached(thread_id) is not None and engine.log.fresh(thread_id):
+        return cached_head(engine, thread_id), None
     hint = await engine.root.rooted(engine.log.read_hint(thread_id))
     chain = (hint or {}).get("chain") or []
     return (record_info(thread_id, chain[-1]) if chain else None), hint
@@ -167,21 +165,16 @@ async def load(engine: Engine, thread_id: str) -> Checkpoint | None:
 
 
 async def load_by_id(engine: Engine, checkpoint_id: str) -> Checkpoint | None:
-    data = await engine.root.rooted(engine.store.get_or_none(layout.id_key(checkpoint_id)))
-    if data is None:
+    found = await find(engine, checkpoint_id)
+    if found is None:
         return None
-    thread_id = id_entry_thread(data, checkpoint_id)
-    m = await engine.log.manifest(thread_id)
-    rec = m.records.get(checkpoint_id)
-    if rec is None:
-        return None
+    m, thread_id = found
+    rec = m.records[checkpoint_id]
     return engine.contents.checkpoint(thread_id, rec, await engine.contents.content_of(m, checkpoint_id))
 
 
 async def infos(engine: Engine, thread_id: str) -> list[CheckpointInfo]:
-    layout.thread_dir(thread_id)
-    m = await engine.root.rooted(engine.log.manifest(thread_id))
-    return [record_info(thread_id, rec) for rec in m.records.values()]
+    return (await listing(engine, thread_id))[1]
 
 
 async def threads(engine: Engine) -> list[str]:
@@ -251,3 +244,22 @@ async def history(engine: Engine, thread_id: str) -> AsyncIterator[Checkpoint]:
     async for rec, content in engine.contents.reader(thread_id, walk=True).each(m):
         assert content is not None  # a strict replay raises instead
         yield engine.contents.checkpoint(thread_id, rec, content)
+
+
+async def find(engine: Engine, checkpoint_id: str) -> tuple[Manifest, str] | None:
+    """The manifest of the thread holding ``checkpoint_id`` and that thread, found by its ``_ids`` entry
+    (read alongside the root check); None when no thread holds it."""
+    data = await engine.root.rooted(engine.store.get_or_none(layout.id_key(checkpoint_id)))
+    if data is None:
+        return None
+    thread_id = id_entry_thread(data, checkpoint_id)
+    m = await engine.log.manifest(thread_id)
+    return (m, thread_id) if checkpoint_id in m.records else None
+
+
+async def locate(engine: Engine, checkpoint_id: str) -> tuple[Manifest, str]:
+    """``find``, for operations on the checkpoint: CheckpointNotFound when no thread holds it."""
+    found = await find(engine, checkpoint_id)
+    if found is None:
+        raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} does not exist in this archive")
+    return found

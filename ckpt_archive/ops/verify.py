@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ from ..engine.folds import read_folded
 from ..errors import (
     BrokenChain,
     CheckpointError,
-    CheckpointNotFound,
     CorruptManifest,
     MissingCommit,
     MissingObject,
@@ -32,9 +30,9 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..format import layout
-from ..format.manifest import Manifest, Record, id_entry_thread, unseal
+from ..format.manifest import Manifest, Record, unseal
 from ..format.schema import check_hint
-from .reads import thread_folders
+from .reads import locate, thread_folders
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,22 +94,8 @@ class RestoredState:
 
 
 # -- one checkpoint ---------------------------------------------------------------
-async def locate(engine: Engine, checkpoint_id: str) -> tuple[Manifest, str]:
-    """The manifest of the thread holding ``checkpoint_id`` (via its ``_ids`` entry)."""
-    key = layout.id_key(checkpoint_id)
-    data = await engine.store.get_or_none(key)
-    if data is None:
-        raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is not in this archive")
-    thread_id = id_entry_thread(data, checkpoint_id)
-    m = await engine.log.manifest(thread_id)
-    if checkpoint_id not in m.records:
-        raise CheckpointNotFound(f"checkpoint {checkpoint_id!r} is not in thread {thread_id!r}")
-    return m, thread_id
-
-
 async def replayed(engine: Engine, checkpoint_id: str, mode: Mode) -> RestoredState:
     """The checkpoint rebuilt from freshly read objects (the state cache neither serves nor keeps it)."""
-    await engine.root.check()
     m, thread_id = await locate(engine, checkpoint_id)
     reader = engine.contents.reader(thread_id, mode=mode, cache=False)
     state, messages = await reader.content(m.chain(checkpoint_id), m.inline)
@@ -168,8 +152,7 @@ async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -
             await _check_hint(engine, doc, m)
     except (CorruptManifest, UnsupportedFormatVersion, MissingCommit, ObjectTooLarge) as exc:
         report.problems.append(Problem.of(exc, thread_id))
-    referenced = {r["ref"]["key"] for r in m.records.values() if r["ref"]["type"] in ("snapshot", "segment")}
-    referenced |= {p["key"] for r in m.records.values() for p in r["ref"].get("pages", [])}
+    referenced = set(m.referenced_keys())
     report.objects += len(referenced)
     awaiting_gc = set(m.tombstones)  # unreferenced on purpose: gc deletes them after the grace period
     report.orphans += sorted(
@@ -287,7 +270,7 @@ def _chains(m: Manifest) -> Iterator[list[Record]]:
 
 async def _verify_ids(engine: Engine, m: Manifest, report: VerifyReport) -> None:
     ids = list(m.records)
-    datas = await asyncio.gather(*(engine.store.get_or_none(layout.id_key(cid)) for cid in ids))
+    datas = await engine.store.get_many([layout.id_key(cid) for cid in ids])
     for cid, data in zip(ids, datas, strict=True):
         key = layout.id_key(cid)
         try:

@@ -78,9 +78,10 @@ def store_for(
         return MemoryStore(fs, root, retry=retry)
     if getattr(fs, "async_impl", False) and protocols(fs) & OBJECT_STORE_PROTOCOLS:
         return FsspecObjectStore(fs, root, retry=retry)
-    if not single_writer:
+    store = BlockingStore(fs, root, retry=retry)
+    if not (store.conditional_create or single_writer):
         raise UnsafeBackend(
             f"filesystem {type(fs).__name__} has no atomic put-if-absent: two writers could fork a "
             "thread. Open the archive with single_writer=True if only one process ever writes."
         )
-    return BlockingStore(fs, root, retry=retry)
+    return store

@@ -56,16 +56,6 @@ class ObjectStore(abc.ABC):
         return True
 
     @property
-    def server_side_copy(self) -> bool:
-        """``copy`` runs on the server (S3 CopyObject, GCS rewrite): the bytes never reach us."""
-        return False
-
-    @property
-    def mtime_in_listing(self) -> bool:
-        """``find`` reports each object's modification time, which gc's grace period needs."""
-        return True
-
-    @property
     def durable(self) -> bool:
         """What is written outlives this process."""
         return True
@@ -131,17 +121,12 @@ class ObjectStore(abc.ABC):
         async def attempt() -> bool:
             if await self._create(key, data):
                 return True
-            try:
-                return await self._read(key) == data
-            except FileNotFoundError as exc:
-                if not absent(exc):
-                    raise
-                return False
+            return await self._absent_is(None, self._read(key)) == data  # absent: not ours either
 
         return await self.retry.run(attempt, self.root, key)
 
     async def copy(self, src: str, dst: str) -> None:
-        """Copy ``src`` to ``dst``, on the server where the backend can (``server_side_copy``)."""
+        """Copy ``src`` to ``dst``, on the server where the backend can (object stores: S3 CopyObject, GCS rewrite)."""
         await self.retry.run(lambda: self._copy(src, dst), self.root, dst)
 
     async def delete(self, keys: Sequence[str]) -> None:

@@ -32,10 +32,6 @@ class FsspecObjectStore(FsspecStore):
         """The S3 API of multipart uploads, for ``abort_stale_uploads`` (gcsfs and adlfs have none)."""
         return hasattr(self.fs, "_call_s3")
 
-    @property
-    def server_side_copy(self) -> bool:
-        return True
-
     async def _get(self, key: str, kind: str | None) -> bytes:
         return bytes(await self.fs._cat_file(self.path(key), start=0))  # start=0: one GET, no sizing HEAD
 

@@ -19,10 +19,6 @@ from .blocking import BlockingStore
 class LocalStore(BlockingStore):
     """Files under a local directory."""
 
-    @property
-    def conditional_create(self) -> bool:
-        return True
-
     async def _get(self, key: str, kind: str | None) -> bytes:
         return await self._run(_read_local, self.path(key), kind, key)
 

@@ -21,10 +21,6 @@ class MemoryStore(BlockingStore):
     """Objects in this process's memory: for tests, demos and benchmarks; gone when it exits."""
 
     @property
-    def conditional_create(self) -> bool:
-        return True
-
-    @property
     def durable(self) -> bool:
         return False
 

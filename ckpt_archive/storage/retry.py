@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .failures import is_transient, storage_error
+from .failures import absent, is_transient, storage_error
 
 T = TypeVar("T")
 
@@ -42,6 +42,8 @@ class Retry:
             try:
                 return await fn()
             except Exception as exc:
+                if absent(exc):  # an answer (the key is not there), not a failure: the hot path of every probe
+                    raise
                 delay = random.uniform(0, min(self.max_backoff, self.backoff * 2**attempt))
                 late = time.monotonic() + delay - started > self.budget
                 if attempt >= self.retries or late or not is_transient(exc):

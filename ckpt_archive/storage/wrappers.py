@@ -36,14 +36,6 @@ class WrapperStore(ObjectStore):
         return self.inner.conditional_create
 
     @property
-    def server_side_copy(self) -> bool:
-        return self.inner.server_side_copy
-
-    @property
-    def mtime_in_listing(self) -> bool:
-        return self.inner.mtime_in_listing
-
-    @property
     def durable(self) -> bool:
         return self.inner.durable
 
@@ -107,8 +99,9 @@ class FaultStore(WrapperStore):
 
     * ``fail``: raises an OSError *instead of* writing (a definite failure);
     * ``fail-after``: writes, then raises (the reply was lost: an ambiguous outcome);
-    * ``crash``: raises ``Crash``, and from then on every call, reads included, raises ``Crash`` too:
-      the process is gone, writes still in flight never happen;
+    * ``crash``: raises ``Crash``, and from then on every counted call and every read raises
+      ``Crash`` too: the process is gone, writes still in flight never happen (server-side ``copy``
+      and ``abort_stale_uploads`` are neither counted nor stopped: no test's plan relies on them);
     * ``lost-reply``: the write lands, then an outage of ``plan.outage_after_lost_reply`` requests
       starts: the reply is lost and so is every retry (including the one that would find the bytes).
 
