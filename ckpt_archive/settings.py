@@ -160,7 +160,7 @@ class ArchiveSettings(BaseSettings):
                 f"field 'encryption_key': {scheme}: keys are not fetched from settings; open the archive with "
                 "open_archive(url, encryption=Encryption(provider, key_id)) and a provider for them"
             )
-        key = raw if len(raw) == 32 else _b64(raw.strip())
+        key = raw if scheme == "file" and len(raw) == 32 else _b64(raw.strip())  # raw bytes: a key file only
         if key is None or len(key) != 32 or not key_id:
             raise ConfigError(f"field 'encryption_key': {ref!r} must hold 32 bytes (AES-256), base64-encoded")
         return Encryption({key_id: key}, key_id)

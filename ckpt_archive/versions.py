@@ -2,10 +2,11 @@
 
 Every document, Parquet file and session log carries ``format_version``; readers refuse any other
 (``UnsupportedFormatVersion``) rather than guess. ``MIGRATIONS`` is the history: its index is the
-version (as langgraph-checkpoint-postgres's ``MIGRATIONS``), and the first change after a release
-appends one entry whose ``upgrade`` turns a document of the version before into this one, so a reader
-of the new version can accept the old documents through one function per version and no branch
-elsewhere. Pure: no imports of the package, so every layer (codec included) may read it.
+version (as langgraph-checkpoint-postgres's ``MIGRATIONS``). Today there is one version and no reader
+calls an ``upgrade``; the first change after a release appends an entry whose ``upgrade`` turns a
+document of the version before into this one and adds that version to ``READABLE``, so old documents
+are read through one function per version and no branch elsewhere. Pure: no imports of the package,
+so every layer (codec included) may read it.
 """
 
 from __future__ import annotations
@@ -34,8 +35,7 @@ FORMAT_VERSION = len(MIGRATIONS) - 1
 
 READABLE: tuple[int, ...] = (FORMAT_VERSION,)
 """The versions a reader accepts (``codec.check_format``, ``manifest.unseal``, the archive marker, the
-Parquet metadata of segments and session logs): the current one, and later each version whose documents
-the ``upgrade`` functions after it carry forward."""
+Parquet metadata of segments and session logs): today only the current one."""
 
 
 def readable(version: object) -> bool:

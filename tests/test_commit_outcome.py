@@ -102,9 +102,11 @@ def test_s3_lost_commit_reply_with_retries_used_up(s3_server: S3Server, s3_url: 
     assert fresh.verify().ok
 
 
-def test_langgraph_put_after_a_lost_commit_reply_is_idempotent(tmp_path: Any) -> None:
+@pytest.mark.parametrize("reread", [False, True])
+def test_langgraph_put_after_a_lost_commit_reply_is_idempotent(tmp_path: Any, reread: bool) -> None:
     """``ArchiveSaver.put`` makes a fresh archive record per put: the same put again must save the
-    record whose outcome was unknown, not a second record of the same LangGraph checkpoint."""
+    record whose outcome was unknown, not a second record of the same LangGraph checkpoint -- also
+    when the saver re-read the thread in between (its head is then the record that landed)."""
     pytest.importorskip("langgraph")
     from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
@@ -130,6 +132,8 @@ def test_langgraph_put_after_a_lost_commit_reply_is_idempotent(tmp_path: Any) ->
     latest = ArchiveSaver.from_url(url).get_tuple({"configurable": {"thread_id": "x", "checkpoint_ns": ""}})
     assert latest is not None and latest.checkpoint["id"] == third["id"]  # it landed
     plan.outage = 0
+    if reread:
+        assert len(list(saver.list({"configurable": {"thread_id": "x", "checkpoint_ns": ""}}))) == 3
     assert saver.put(config, third, {"step": 2}, {})["configurable"]["checkpoint_id"] == third["id"]
     infos = ca.open_archive(url).list(ca.open_archive(url).threads()[0])
     assert [i.step for i in infos] == [0, 1, 2]  # one record per LangGraph checkpoint, nothing new

@@ -33,7 +33,7 @@ from ._common import (
     settings,
 )
 from .maintain import ThreadsArg, pick_threads
-from .read import listed
+from .read import listed, one_line
 
 
 def native_verify(archive: Any, threads: list[str] | None, tick: Ticker) -> dict[str, Any]:
@@ -71,8 +71,8 @@ def rebuild_all(archive: ArchiveCheckpointer, threads: list[str] | None, concurr
         {
             "thread_id": t,
             "checkpoint_id": None,
-            "error": e.split(": ", 1)[0],
-            "message": e.split(": ", 1)[-1],
+            "error": type(e).__name__,
+            "message": one_line(e).split(": ", 1)[1],
             "key": None,
         }
         for t, e in damaged.items()

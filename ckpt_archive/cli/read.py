@@ -39,8 +39,8 @@ ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
 
 def listed(
     archive: ArchiveCheckpointer, threads: list[str] | None, concurrency: int
-) -> tuple[dict[str, list[CheckpointInfo]], dict[str, str]]:
-    """(listing of each thread, {thread: one-line error} of the threads whose manifest cannot be read):
+) -> tuple[dict[str, list[CheckpointInfo]], dict[str, CheckpointError]]:
+    """(listing of each thread, {thread: error} of the threads whose manifest cannot be read):
     one damaged thread is reported as damaged and never hides the others. A folder whose thread id
     cannot be read at all is reported under its folder name."""
     unnamed: dict[str, CheckpointError] = {}
@@ -51,19 +51,19 @@ def listed(
         names = threads
     with progress("reading manifests", len(names)) as tick:
 
-        async def one(thread: str) -> list[CheckpointInfo] | str:
+        async def one(thread: str) -> list[CheckpointInfo] | CheckpointError:
             try:
                 return await archive.alist(thread)
             except CheckpointError as exc:
-                return one_line(exc)
+                return exc
 
-        async def run() -> list[list[CheckpointInfo] | str]:
+        async def run() -> list[list[CheckpointInfo] | CheckpointError]:
             return await gather_limited([partial(one, t) for t in names], concurrency, tick)
 
         lists = run_sync(run())
-    found = {t: v for t, v in zip(names, lists, strict=True) if not isinstance(v, str)}
-    damaged = {t: v for t, v in zip(names, lists, strict=True) if isinstance(v, str)}
-    return found, damaged | {folder: one_line(exc) for folder, exc in unnamed.items()}
+    found = {t: v for t, v in zip(names, lists, strict=True) if not isinstance(v, CheckpointError)}
+    damaged = {t: v for t, v in zip(names, lists, strict=True) if isinstance(v, CheckpointError)}
+    return found, damaged | unnamed
 
 
 def one_line(exc: CheckpointError) -> str:
@@ -71,7 +71,7 @@ def one_line(exc: CheckpointError) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else '(no message)'}"
 
 
-def fail_if_damaged(damaged: dict[str, str]) -> None:
+def fail_if_damaged(damaged: dict[str, CheckpointError]) -> None:
     """After the report: a non-zero exit when some thread could not be read."""
     if damaged:
         n = len(damaged)
@@ -118,7 +118,14 @@ def threads(url: UrlOpt = None, config: ConfigOpt = None, json: JsonOpt = False,
             for t, infos in by_thread.items()
         ]
         rows += [
-            {"thread_id": t, "checkpoints": None, "latest_step": None, "latest_at": None, "bytes": None, "damaged": e}
+            {
+                "thread_id": t,
+                "checkpoints": None,
+                "latest_step": None,
+                "latest_at": None,
+                "bytes": None,
+                "damaged": one_line(e),
+            }
             for t, e in damaged.items()
         ]
         rows.sort(key=lambda r: r["thread_id"])
@@ -305,7 +312,7 @@ def stats(
     with guarded(debug):
         s = settings(url, config)
         archive = open_from(s)
-        damaged: dict[str, str] = {}
+        damaged: dict[str, CheckpointError] = {}
         if thread is not None:
             by_thread = {thread: thread_infos(archive, thread)}
         else:
@@ -317,7 +324,7 @@ def stats(
         }
         total["threads"] = len(rows) + len(damaged)
         total["damaged"] = len(damaged)
-        rows += [{"thread_id": t, "damaged": e} for t, e in damaged.items()]  # no figure is known for them
+        rows += [{"thread_id": t, "damaged": one_line(e)} for t, e in damaged.items()]  # no figure is known for them
         rows.sort(key=lambda r: r["thread_id"])
         if json:
             emit_json({"threads": rows, "total": total})

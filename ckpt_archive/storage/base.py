@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 ObjectKind = Callable[[str], "str | None"]
 """Key -> the kind of object it names (its size bound in ``limits.LIMITS``), None for no bound. The
-archive sets its layout's (``ArchiveRoot``): storage knows sizes, not what keys mean."""
+archive sets its layout's (``engine.root.Root``): storage knows sizes, not what keys mean."""
 
 Listing = dict[str, dict[str, Any]]
 """``find``'s answer: key -> {"size": int, "mtime": UTC datetime or None}."""

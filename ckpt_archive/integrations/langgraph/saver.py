@@ -162,9 +162,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             metadata={**plain, LG_KEY: lg},
         )
         unsure = self._unsure.pop((at, checkpoint["id"]), None)
-        if unsure is not None and unsure == record.model_copy(
-            update={"checkpoint_id": unsure.checkpoint_id, "created_at": unsure.created_at}
-        ):
+        if unsure is not None and _same_put(unsure, record):
             record = unsure  # the same put, retried: the archive finds its commit, or makes it now
         try:
             await self.archive.asave(record)
@@ -329,3 +327,15 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         if isinstance(current, str):
             return f"{int(current.split('.')[0]) + 1:032}.{random.random():016}"
         return int(current) + 1
+
+
+def _same_put(earlier: Checkpoint, record: Checkpoint) -> bool:
+    """Is ``record`` the put of ``earlier`` again? Compared on what the put itself gives (state, step,
+    metadata), not on what this saver derived from the head it had cached (the archive parent and the
+    ``top`` mark): once the thread was re-read, that head is ``earlier`` itself if it landed."""
+
+    def given(c: Checkpoint) -> tuple[Any, ...]:
+        lg = {k: v for k, v in c.metadata.get(LG_KEY, {}).items() if k != "top"}
+        return c.state, c.step, {**c.metadata, LG_KEY: lg}
+
+    return given(earlier) == given(record)
