@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from ckpt_archive.format.manifest import seal, unseal
 
 import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
+from ckpt_archive.format.manifest import seal, unseal
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -214,6 +215,22 @@ def test_corrupt_folded_manifest_falls_back_when_provably_safe(archive_url: Any,
     run_sync(cp.store.delete([layout.log_key("t", 7)]))  # between the two folded manifests
     with pytest.raises(ca.CorruptManifest):
         fresh(cp).list("t")
+
+
+def test_a_foreign_file_in_the_log_folder_is_not_read_as_a_log_name(archive_url: Any, backend: str) -> None:
+    """A name in ``_log/`` that only looks like a fold (no 20-digit seq) is not the archive's: the
+    listing, verify and gc pass it by, and gc leaves it (a guard: names are parsed in one place,
+    ``layout.log_name``)."""
+    cp, saved = build(archive_url, backend, n=9)
+    folded = keys(cp, ".manifest.json.zst")
+    put(cp, folded[-1], flip(get(cp, folded[-1]), 12))
+    put(cp, f"{layout.thread_dir('t')}/_log/notes.manifest.json.zst", b"a user's file")
+    assert [i.checkpoint_id for i in fresh(cp).list("t")] == [c.checkpoint_id for c in saved]  # reads the fold
+    assert [p.key for p in cp.verify().problems] == [folded[-1]]
+    put(cp, folded[-1], flip(get(cp, folded[-1]), 12))  # flipped back: the fold is sound again
+    foreign = f"{layout.thread_dir('t')}/_log/notes.manifest.json.zst"
+    assert fresh(cp).gc(grace=timedelta(0), unsafe_no_writers=True).errors == []
+    assert get(cp, foreign) == b"a user's file"  # not the archive's: gc leaves it
 
 
 def test_corrupt_hint_is_only_a_hint(archive_url: Any, backend: str) -> None:

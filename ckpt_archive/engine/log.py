@@ -147,8 +147,7 @@ class ThreadLog:
             base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
         else:  # no usable hint: one LIST of the log (recovery path only)
             names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
-            folded = [int(n[:20]) for n in names if n[20:] == layout.FOLDED_SUFFIX and n[:20].isdigit()]
-            commits = [int(n[:20]) for n in names if n[20:] == layout.COMMIT_SUFFIX and n[:20].isdigit()]
+            commits, folded = layout.log_seqs(names)
             base_seq = max(folded) if folded else None
             last = max(commits) if commits else 0
         start = base_seq or 0
@@ -209,7 +208,7 @@ class ThreadLog:
         corrupt copy held. If any of those commits is gone, nothing is guessed: ``error``.
         """
         names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
-        bases = sorted(int(n[:20]) for n in names if n.endswith(".manifest.json.zst") and int(n[:20]) < seq)
+        bases = [s for s in layout.log_seqs(names)[1] if s < seq]
         for base in [*reversed(bases), 0]:
             keys = [layout.log_key(thread_id, s) for s in range(base + 1, seq + 1)]
             if base:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
 from ..model import check_identifier
@@ -96,6 +97,29 @@ def thread_dir(thread_id: str) -> str:
 
 def head_key(thread_id: str) -> str:
     return f"{thread_dir(thread_id)}/{HEAD}"
+
+
+def log_name(name: str) -> tuple[str, int] | None:
+    """What a name in a thread's ``_log/`` folder is: ("commit", seq) or ("fold", seq); None for any
+    other name (it is not the archive's, whatever it looks like)."""
+    seq, rest = name[:20], name[20:]
+    if not seq.isdigit():
+        return None
+    if rest == COMMIT_SUFFIX:
+        return "commit", int(seq)
+    if rest == FOLDED_SUFFIX:
+        return "fold", int(seq)
+    return None
+
+
+def log_seqs(names: Iterable[str]) -> tuple[list[int], list[int]]:
+    """(commit seqs, fold seqs) of the names (basenames) in a ``_log/`` folder, each sorted."""
+    found: dict[str, list[int]] = {"commit": [], "fold": []}
+    for name in names:
+        kind = log_name(name)
+        if kind is not None:
+            found[kind[0]].append(kind[1])
+    return sorted(found["commit"]), sorted(found["fold"])
 
 
 def log_key(thread_id: str, seq: int) -> str:

@@ -43,9 +43,6 @@ from ..format.manifest import Manifest
 from ..retention import GcReport
 from . import reads
 
-_FOLDED = layout.FOLDED_SUFFIX
-
-
 _PAYLOADS = ("snapshots", "deltas", "pages")
 
 
@@ -68,12 +65,8 @@ def _superseded(names: dict[str, dict[str, Any]], keep_from: int) -> list[str]:
     """
     out = []
     for key in names:
-        base = posixpath.basename(key)
-        if not base[:20].isdigit():
-            continue
-        seq = int(base[:20])
-        folded, entry = base == f"{seq:020d}{_FOLDED}", base == f"{seq:020d}{layout.COMMIT_SUFFIX}"
-        if (folded and seq < keep_from) or (entry and 1 < seq <= keep_from):
+        kind, seq = layout.log_name(posixpath.basename(key)) or ("", 0)
+        if (kind == "fold" and seq < keep_from) or (kind == "commit" and 1 < seq <= keep_from):
             out.append(key)
     return out
 
@@ -120,7 +113,8 @@ async def _thread_gc(
                 protected_ids.add(key)
     prefix = layout.thread_dir(thread_id) + "/"
     logs = {k: v for k, v in mine.items() if _folder(k[len(prefix) :]) == "_log"}
-    folded = [int(posixpath.basename(k)[:20]) for k in logs if k.endswith(_FOLDED)]
+    folds = {k: entry[1] for k in logs if (entry := layout.log_name(posixpath.basename(k))) and entry[0] == "fold"}
+    folded = list(folds.values())
     in_use = [s for s in folded if s <= m.seq]
     keep_from = min(
         [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
@@ -131,8 +125,8 @@ async def _thread_gc(
             report.manifests += 1
             report.bytes_freed += logs[key]["size"]
     parts = {p["key"] for p in m.parts}
-    for key in logs:  # every fold that stays names parts that must stay too
-        if key.endswith(_FOLDED) and int(posixpath.basename(key)[:20]) >= keep_from:
+    for key, seq in folds.items():  # every fold that stays names parts that must stay too
+        if seq >= keep_from:
             data = await engine.store.get_or_none(key)
             if data is not None:
                 parts.update(p["key"] for p in Manifest.part_refs(data, f"folded manifest {key!r}"))

@@ -190,8 +190,7 @@ async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], repor
     """Fold every commit entry; check each folded manifest against the fold of the commits."""
     log_dir = f"{layout.thread_dir(thread_id)}/_log/"
     names = [k[len(log_dir) :] for k in found if k.startswith(log_dir)]
-    commits = sorted(int(n[:20]) for n in names if n[20:] == layout.COMMIT_SUFFIX and n[:20].isdigit())
-    folded = sorted(int(n[:20]) for n in names if n[20:] == layout.FOLDED_SUFFIX and n[:20].isdigit())
+    commits, folded = layout.log_seqs(names)
     if not commits and not folded:
         return Manifest(thread_id)
     last = max(commits + folded)
