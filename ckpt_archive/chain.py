@@ -1,4 +1,4 @@
-"""The chain policy both delta checkpointers share: when to snapshot, how to replay.
+"""The chain policy both delta checkpointers share: when a checkpoint is stored as a full snapshot.
 
 A checkpoint is stored as a full snapshot when it starts a thread (no parent),
 when ``step`` is 0 or a multiple of ``full_snapshot_interval``, or when a delta
@@ -9,11 +9,7 @@ deltas.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from .delta import Delta, apply
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +30,3 @@ def snapshot_due(step: int, parent_depth: int | None, interval: int) -> bool:
     if parent_depth is None or interval <= 1 or step <= 0 or step % interval == 0:
         return True
     return parent_depth + 1 >= interval
-
-
-def replay(base: dict[str, Any], deltas: Iterable[Delta]) -> dict[str, Any]:
-    state = base
-    for delta in deltas:
-        state = apply(state, delta)
-    return state

@@ -1,5 +1,5 @@
-"""The archive: its format modules (layout, manifest, objects...; pure, no I/O) and the
-``ArchiveCheckpointer`` facade over the engine."""
+"""The archive facade: ``open_archive`` and ``ArchiveCheckpointer`` over the engine (the format itself
+is ``ckpt_archive.format``)."""
 
 from __future__ import annotations
 
