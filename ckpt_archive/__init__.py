@@ -12,6 +12,7 @@ from .archive import (
 )
 from .chain import DeltaConfig
 from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
+from .codec import content_digest
 from .delta import apply, diff
 from .errors import (
     AccessDenied,
@@ -55,7 +56,7 @@ from .errors import (
     UnsafeGcGrace,
     UnsupportedFormatVersion,
 )
-from .model import Checkpoint, CheckpointInfo, IntegrityStatus, Protection, binding_digest, content_digest
+from .model import Checkpoint, CheckpointInfo, IntegrityStatus, Protection, binding_digest
 from .retention import GcReport, PruneReport, RetentionPolicy
 from .session import (
     ArchiveManagedStateStore,

@@ -255,6 +255,13 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def content_digest(value: Any) -> str:
+    """The one digest of a content: sha256 of its canonical JSON (``dumps``). A record's
+    ``state_sha256`` / ``messages_sha256`` and a checkpoint's ``Protection`` are this digest
+    (``PrefixHasher`` computes the same for contents that grow)."""
+    return sha256(dumps(value))
+
+
 class PrefixHasher:
     """sha256 of byte strings that mostly extend the previous one (the canonical JSON of a growing
     chat, save after save or checkpoint after checkpoint of a listing).

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .codec import check_json, dumps, json_copy_raw, sha256
+from .codec import check_json, content_digest, json_copy_raw, sha256
 from .errors import (
     BindingMismatch,
     CheckpointError,
@@ -70,11 +70,6 @@ def check_user_metadata(metadata: dict[str, Any]) -> None:
             raise ReservedMetadataKey(f"metadata key {key!r} is reserved (prefix {RESERVED_PREFIX!r})")
 
 
-def content_digest(value: Any) -> str:
-    """sha256 of the canonical JSON serialisation of ``value`` (what protection digests record)."""
-    return sha256(dumps(value))
-
-
 def binding_digest(token: str | bytes) -> str:
     """The digest a host passes as ``binding_digest``: sha256 of, e.g., an authorisation token."""
     return sha256(token.encode("utf-8") if isinstance(token, str) else token)
@@ -89,7 +84,13 @@ class IntegrityStatus(StrEnum):
 
 
 class Protection(BaseModel):
-    """Digests recorded when a checkpoint is created: proof that it is complete and unaltered."""
+    """Digests recorded when a checkpoint is created: proof that it is complete and unaltered.
+
+    These are the checkpoint's own digests of its content (``content_digest``), what the memory and
+    delta checkpointers keep. An archive record stores them once, as the record's ``state_sha256`` /
+    ``messages_sha256`` (or, encrypted, proves the content by MACs), and keeps in ``fields.protection``
+    only the binding; a loaded checkpoint's protection is rebuilt from the record (spec section 13).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -270,21 +271,28 @@ class Checkpoint(BaseModel):
         Raises UnprovableCheckpoint (no protection), ProtectionMismatch (state or messages
         changed) or BindingMismatch -- all ``IntegrityError`` subclasses.
         """
+        self._prove(None, binding_digest)
+
+    def _prove(self, digests: tuple[str, str] | None, binding_digest: str | None) -> None:
         where = {"thread_id": self.thread_id, "checkpoint_id": self.checkpoint_id}
         p = self.protection
         if p is None:
             raise UnprovableCheckpoint("checkpoint has no protection: its state cannot be proven", **where)
-        if content_digest(self.state) != p.state_sha256:
+        state_sha256, messages_sha256 = digests or (content_digest(self.state), content_digest(self.messages))
+        if state_sha256 != p.state_sha256:
             raise ProtectionMismatch("state differs from the digest recorded at creation", **where)
-        if content_digest(self.messages) != p.messages_sha256:
+        if messages_sha256 != p.messages_sha256:
             raise ProtectionMismatch("messages differ from the digest recorded at creation", **where)
         if binding_digest is not None and binding_digest != p.binding_sha256:
             raise BindingMismatch("checkpoint is bound to another binding digest", **where)
 
-    def check_protection(self) -> None:
-        """What checkpointers run on save and load: validate when protected, accept legacy checkpoints."""
+    def check_protection(self, digests: tuple[str, str] | None = None) -> None:
+        """What checkpointers run on save and load: validate when protected, accept legacy checkpoints.
+
+        ``digests``: the ``content_digest`` of the state and of the messages when the caller has them
+        (the archive's save, whose record stores them), so a content is hashed once."""
         if self.protection is not None:
-            self.validate_integrity()
+            self._prove(digests, None)
 
     def try_restore_state(self, binding_digest: str | None = None) -> dict[str, JSON]:
         """A private copy of the state, only once it is proven (raises an IntegrityError otherwise)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from ckpt_archive.format import layout
 from .conftest import BACKENDS, open_backend
 
 TOKEN = ca.binding_digest("auth-token-of-the-host")
+KEY = os.urandom(32)
 INT64 = st.integers(-(2**63) + 1, 2**63 - 1)  # the integers JSON states may hold
 
 
@@ -266,6 +269,7 @@ def test_edited_snapshot_with_consistent_manifest_is_caught_by_protection(archiv
     assert ckpt.checkpoint_id in str(info.value)
     with pytest.raises(ca.ProtectionMismatch):
         fresh.load_by_id(ckpt.checkpoint_id)
+    assert [p.kind for p in fresh.verify("p").problems] == ["ProtectionMismatch"]
 
 
 def test_same_forgery_of_a_legacy_checkpoint_loads_but_cannot_be_proven(tmp_path: Path) -> None:
@@ -382,3 +386,84 @@ def test_long_message_lists_are_paged_like_state_lists(archive_url: Any, backend
 
 def snapshot_key_of(archive: ca.ArchiveCheckpointer, ckpt: ca.Checkpoint) -> str:
     return layout.snapshot_key(ckpt.thread_id, ckpt.step, ckpt.checkpoint_id)
+
+
+# -- one digest per content ------------------------------------------------------------------------
+
+
+def stored_forms(archive: ca.ArchiveCheckpointer) -> list[bytes]:
+    """Every stored object's bytes, decompressed where they are zstd."""
+    forms = []
+    for key in run(archive.store.find("")):
+        data = run(archive.store.get(key))
+        forms.append(data)
+        with contextlib.suppress(ca.CheckpointError):
+            forms.append(codec.decompress(data))
+    return forms
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+def test_a_protected_record_carries_each_digest_once(tmp_path: Path, encrypted: bool) -> None:
+    """The record's digests (or MACs) prove the content; its protection keeps only the binding."""
+    encryption = ca.Encryption({"k1": KEY}, "k1") if encrypted else None
+    archive = ca.open_archive(str(tmp_path / "a"), encryption=encryption)
+    ckpt = protected(binding_digest=TOKEN)
+    archive.save(ckpt)
+    entry = unseal(run(archive.store.get(layout.log_key("p", 1))), "commit", kind="commit entry")
+    record = entry["actions"][0]["record"]
+    assert record["fields"]["protection"] == {"binding_sha256": TOKEN}
+    digests = [ca.content_digest(ckpt.state), ca.content_digest(ckpt.messages)]
+    if encrypted:  # MACs only: no plain digest anywhere lets a reader confirm a guess of the content
+        assert len(record["state_mac"]) == len(record["messages_mac"]) == 64
+        assert not [d for d in digests for form in stored_forms(archive) if d.encode() in form]
+    else:
+        assert [record["state_sha256"], record["messages_sha256"]] == digests
+        assert [codec.dumps(entry).count(d.encode()) for d in digests] == [1, 1]
+    loaded = ca.open_archive(str(tmp_path / "a"), encryption=encryption).load("p")
+    assert loaded is not None and loaded.protection == ckpt.protection
+    assert loaded.integrity_status(TOKEN) == ca.IntegrityStatus.VERIFIED
+
+
+def test_a_protection_with_digests_of_its_own_is_refused(tmp_path: Path) -> None:
+    """A record's protection holds its binding and nothing else (one format version: no other shape)."""
+    archive = ca.open_archive(str(tmp_path / "a"))
+    ckpt = protected()
+    archive.save(ckpt)
+
+    def duplicate(doc: dict[str, Any]) -> None:
+        record = doc["actions"][0]["record"]
+        record["fields"]["protection"] = {**record["fields"]["protection"], "state_sha256": record["state_sha256"]}
+
+    reseal_commit(archive, "p", 1, duplicate)
+    with pytest.raises(ca.CorruptManifest, match="protection"):
+        ca.open_archive(str(tmp_path / "a")).load("p")
+
+
+def test_altered_delta_of_a_protected_checkpoint_on_an_encrypted_archive_is_caught(tmp_path: Path) -> None:
+    """A forger without the key cannot recompute a MAC: a message op dropped from a well-sealed entry
+    is the ``ProtectionMismatch`` of the protected checkpoint, naming the messages."""
+
+    def reopen() -> ca.ArchiveCheckpointer:
+        return ca.open_archive(str(tmp_path / "a"), encryption=ca.Encryption({"k1": KEY}, "k1"))
+
+    archive = reopen()
+    first = protected(binding_digest=TOKEN)
+    archive.save(first)
+    second = protected(step=1, binding_digest=TOKEN)
+    second = second.with_messages([*first.messages, {"role": "assistant", "content": "pay 10"}])
+    archive.save(second)
+
+    def drop_message_ops(doc: dict[str, Any]) -> None:
+        ops = doc["actions"][0]["ops"]
+        assert [op.get("target") for op in ops] == ["messages"]
+        doc["actions"][0]["ops"] = []
+
+    reseal_commit(archive, "p", 2, drop_message_ops)
+    fresh = reopen()
+    assert fresh.load_by_id(first.checkpoint_id).integrity_status(TOKEN) == ca.IntegrityStatus.VERIFIED  # type: ignore[union-attr]
+    with pytest.raises(ca.ProtectionMismatch, match="messages") as info:
+        fresh.load_by_id(second.checkpoint_id)
+    assert info.value.checkpoint_id == second.checkpoint_id
+    assert [(p.kind, p.checkpoint_id) for p in fresh.verify("p").problems] == [
+        ("ProtectionMismatch", second.checkpoint_id)
+    ]

@@ -24,7 +24,6 @@ from ..format.content import Content, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record, ref_keys
 from ..format.objects import SegmentReader, check_content, decode_snapshot_content, verify
-from ..model import content_digest
 from ..storage import ObjectStore
 
 T = TypeVar("T")
@@ -301,14 +300,15 @@ class ChainReader:
     def _check(self, content: Content, rec: Record) -> None:
         """The rebuilt content must match the digests (or, encrypted, the MACs) recorded at save.
 
-        A protected record's own digests (``fields.protection``) are compared first, so a forgery of a
-        protected checkpoint is reported as the ``ProtectionMismatch`` its protection promises."""
+        They are also what proves a protected checkpoint (its ``fields.protection`` holds only the
+        binding), so a mismatch of a protected record is the ``ProtectionMismatch`` its protection
+        promises, naming the state or the messages."""
         thread_id = self.thread_id
-        protection = rec.get("fields", {}).get("protection")
-        if isinstance(protection, dict):
-            where = {"thread_id": thread_id, "checkpoint_id": rec["id"]}
-            for name, value in (("state", content[0]), ("messages", content[1])):
-                if protection.get(f"{name}_sha256") != content_digest(value):
-                    raise ProtectionMismatch(f"{name} differs from the digest recorded at creation", **where)
-        check_content(content, rec, thread_id, lambda name, raw: self.service.sha256(thread_id, name, raw))
-        crypto.check_mac(self.service.encryption, rec, thread_id, content)
+        protected = rec.get("fields", {}).get("protection") is not None
+        digest = functools.partial(self.service.sha256, thread_id)
+        if protected:
+            check_content(content, rec, thread_id, digest, ProtectionMismatch)
+            crypto.check_mac(self.service.encryption, rec, thread_id, content, ProtectionMismatch)
+        else:
+            check_content(content, rec, thread_id, digest)
+            crypto.check_mac(self.service.encryption, rec, thread_id, content)

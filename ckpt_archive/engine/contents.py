@@ -73,17 +73,29 @@ class Contents:
             self._hashers.move_to_end(key)
         return hasher.hexdigest(raw)
 
-    def digests(self, content: Content, thread_id: str, raws: tuple[bytes, bytes] | None = None) -> dict[str, Any]:
+    def digests(
+        self,
+        content: Content,
+        thread_id: str,
+        raws: tuple[bytes, bytes] | None = None,
+        *,
+        proving: Checkpoint | None = None,
+    ) -> dict[str, Any]:
         """Record fields proving a content: ``state_sha256`` + ``messages_sha256``, or with encryption
         ``enc`` + keyed ``state_mac`` + ``messages_mac`` (a plain digest would let anyone confirm a guess).
-        ``raws``: the canonical bytes of state and messages, when the caller has them already."""
+        ``raws``: the canonical bytes of state and messages, when the caller has them already.
+        ``proving``: the checkpoint being saved, whose protection (if any) is checked against the same
+        sha256 the record stores: one digest per content, computed once (``ProtectionMismatch``)."""
         raw_state, raw_messages = raws or (codec.dumps(content[0]), codec.dumps(content[1]))
         enc = self.encryption
+        shas: tuple[str, str] | None = None
+        if enc is None or (proving is not None and proving.protection is not None):
+            shas = self.sha256(thread_id, "state", raw_state), self.sha256(thread_id, "messages", raw_messages)
+        if proving is not None:
+            proving.check_protection(shas)
         if enc is None:
-            return {
-                "state_sha256": self.sha256(thread_id, "state", raw_state),
-                "messages_sha256": self.sha256(thread_id, "messages", raw_messages),
-            }
+            assert shas is not None
+            return {"state_sha256": shas[0], "messages_sha256": shas[1]}
         return {
             "enc": {"alg": crypto.ALG, "key_id": enc.active_key_id},
             "state_mac": enc.mac(enc.active_key_id, raw_state),
@@ -108,13 +120,25 @@ class Contents:
         """(state, messages) of a checkpoint of ``m``, from the cache or rebuilt from its chain."""
         return await self.reader(m.thread_id).content(m.chain(checkpoint_id), m.inline)
 
-    @staticmethod
-    def checkpoint(thread_id: str, rec: Record, content: Content) -> Checkpoint:
-        """The caller's private copy of a checkpoint; its protection, when present, is checked."""
+    def checkpoint(self, thread_id: str, rec: Record, content: Content) -> Checkpoint:
+        """The caller's private copy of a checkpoint (``content``: proven by the replay).
+
+        A protected record keeps only its binding: the loaded checkpoint's ``Protection`` carries the
+        record's digests, which the replay proved the content against; an encrypted record proves it
+        by MACs instead, so its content's sha256 is computed here (the engine's prefix hashers)."""
         f = rec.get("fields", {})
-        state, messages = codec.loads(codec.dumps(content))
+        raws = codec.dumps(content[0]), codec.dumps(content[1])
+        state, messages = codec.loads(raws[0]), codec.loads(raws[1])
         protection = f.get("protection")
-        ckpt = Checkpoint.model_construct(
+        if protection is not None:
+            state_sha256, messages_sha256 = rec.get("state_sha256"), rec.get("messages_sha256")
+            if state_sha256 is None or messages_sha256 is None:
+                state_sha256 = self.sha256(thread_id, "state", raws[0])
+                messages_sha256 = self.sha256(thread_id, "messages", raws[1])
+            protection = Protection(
+                state_sha256=state_sha256, messages_sha256=messages_sha256, binding_sha256=protection["binding_sha256"]
+            )
+        return Checkpoint.model_construct(
             thread_id=thread_id,
             checkpoint_id=rec["id"],
             parent_id=rec.get("parent"),
@@ -129,7 +153,5 @@ class Contents:
             run_id=f.get("run_id"),
             node_id=f.get("node_id"),
             messages=messages,
-            protection=None if protection is None else Protection.model_validate(protection),
+            protection=protection,
         )
-        ckpt.check_protection()
-        return ckpt

@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import codec
 from ..delta import Delta
-from ..errors import DecryptionFailed, KeyUnavailable, PlaintextRefused
+from ..errors import DecryptionFailed, IntegrityError, KeyUnavailable, PlaintextRefused
 
 MAGIC = b"CKAE1\n"
 VALUE_PREFIX = "enc1:"
@@ -175,9 +175,14 @@ def open_snapshot(
 
 
 def check_mac(
-    enc: Encryption | None, record: dict[str, Any], thread_id: str, content: tuple[dict[str, Any], list[Any]]
+    enc: Encryption | None,
+    record: dict[str, Any],
+    thread_id: str,
+    content: tuple[dict[str, Any], list[Any]],
+    mismatch: type[IntegrityError] = DecryptionFailed,
 ) -> None:
-    """A rebuilt (state, messages) must match ``state_mac`` / ``messages_mac`` (where recorded)."""
+    """A rebuilt (state, messages) must match ``state_mac`` / ``messages_mac`` (where recorded);
+    ``mismatch``: the error a difference is (a protected record's is ``ProtectionMismatch``)."""
     if enc is None:
         return
     for name, value in (("state", content[0]), ("messages", content[1])):
@@ -185,7 +190,7 @@ def check_mac(
         if mac is None:
             continue
         if not hmac.compare_digest(enc.mac(record["enc"]["key_id"], codec.dumps(value)), str(mac)):
-            raise DecryptionFailed(
+            raise mismatch(
                 f"rebuilt {name} does not match the {name}_mac recorded at save",
                 thread_id=thread_id,
                 checkpoint_id=record["id"],

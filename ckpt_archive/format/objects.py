@@ -67,16 +67,18 @@ def check_content(
     content: tuple[dict[str, Any], list[Any]],
     record: dict[str, Any],
     thread_id: str,
-    digest: Callable[[str, bytes], str] | None = None,
+    digest: Callable[[str, bytes], str],
+    mismatch: type[IntegrityError] = DigestMismatch,
 ) -> None:
     """A rebuilt (state, messages) must hash to the ``state_sha256`` and ``messages_sha256`` recorded
     at save (a digest is null only in a record encrypted since, whose MACs prove it instead).
-    ``digest(name, raw)`` is the sha256 to use (default ``codec.sha256``)."""
-    sha = digest or (lambda _name, raw: codec.sha256(raw))
+    ``digest(name, raw)`` is the engine's ``codec.content_digest`` of the canonical bytes (resumed by
+    its prefix hashers); ``mismatch``: the error a difference is (a protected record's is
+    ``ProtectionMismatch``)."""
     for name, value in (("state", content[0]), ("messages", content[1])):
         want = record.get(f"{name}_sha256")
-        if want is not None and sha(name, codec.dumps(value)) != want:
-            raise DigestMismatch(
+        if want is not None and digest(name, codec.dumps(value)) != want:
+            raise mismatch(
                 f"rebuilt {name} differ from the {name}_sha256 recorded when it was saved"
                 if name == "messages"
                 else "rebuilt state differs from the state_sha256 recorded when it was saved",

@@ -98,6 +98,13 @@ def _record(rec: Any, thread_id: str) -> None:
         raise _Bad("record created_at is not a timestamp") from None
     if not (isinstance(rec.get("metadata", {}), dict) and isinstance(rec.get("fields", {}), dict)):
         raise _Bad("record fields")
+    protection = rec.get("fields", {}).get("protection")
+    if protection is not None and not (  # its binding only: the record's digests (or MACs) prove the content
+        isinstance(protection, dict)
+        and protection.keys() == {"binding_sha256"}
+        and (protection["binding_sha256"] is None or isinstance(protection["binding_sha256"], str))
+    ):
+        raise _Bad("record protection")
     if not (_int(rec.get("bytes", 0)) and _int(rec.get("version", 1))):
         raise _Bad("record sizes")
     # every record proves its content: a plaintext one by its two digests, an encrypted one by its two

@@ -28,7 +28,6 @@ from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..format import layout
 from ..format.content import Content, paged_snapshot, state_key
 from ..format.manifest import Manifest, Record, now_iso, record_info, ref_keys
-from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
 from . import reads
 
@@ -222,11 +221,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
                 after[cid] = {**child, **change}
         messages = (await engine.contents.content_of(m, checkpoint_id))[1]  # an edit replaces the state only
         change, _ = await rewrite_full(engine, m, rec, (state, messages), writes)
-        change["version"] = version + 1
-        fields = rec.get("fields", {})
-        if fields.get("protection") is not None:  # an edit is sanctioned: protect the new content anew
-            binding = fields["protection"].get("binding_sha256")
-            change["fields"] = {**fields, "protection": Protection.of(state, messages, binding).model_dump()}
+        change["version"] = version + 1  # its new digests (``rewrite_full``) prove a protected one anew
         actions.append({"action": "update", "id": checkpoint_id, "set": change})
         after[checkpoint_id] = {**rec, **change}
         tomb = _tombstone(m.referenced_keys(), after.values(), {})

@@ -47,12 +47,13 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
     )
     content: Content = (state, messages)
     limits.check_state(len(raw_state) + len(raw_messages))
-    checkpoint.check_protection()
     thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
     layout.thread_dir(thread_id)
     layout.id_key(cid)
-    # every field of the record is checked here, before anything is written (no orphans)
-    fields = record_fields(checkpoint, engine.contents.digests(content, thread_id, (raw_state, raw_messages)))
+    # every field of the record is checked here, before anything is written (no orphans); a protected
+    # checkpoint is proven against the digests its record stores (``Contents.digests``)
+    digests = engine.contents.digests(content, thread_id, (raw_state, raw_messages), proving=checkpoint)
+    fields = record_fields(checkpoint, digests)
     explicit = checkpoint.parent_id is not None or detached
     started = 0.0
     parent_id: str | None = None
@@ -158,8 +159,8 @@ def record_fields(ckpt: Checkpoint, digests: dict[str, Any]) -> Record:
     for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
         if getattr(ckpt, name) is not None:
             record["fields"][name] = getattr(ckpt, name)
-    if ckpt.protection is not None:
-        record["fields"]["protection"] = ckpt.protection.model_dump()
+    if ckpt.protection is not None:  # its digests are the record's own (``digests``): only the binding
+        record["fields"]["protection"] = {"binding_sha256": ckpt.protection.binding_sha256}
     codec.check_json(record, "checkpoint")  # e.g. a step beyond 64 bits, set by model_copy(update=...)
     return record
 
