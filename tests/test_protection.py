@@ -11,8 +11,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ckpt_archive.format.manifest import seal, unseal
-from ckpt_archive.format.objects import SEGMENT_SCHEMA, SegmentReader
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +18,8 @@ import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive.delta import apply_checkpoint, diff_checkpoint
 from ckpt_archive.format import layout
+from ckpt_archive.format.manifest import seal, unseal
+from ckpt_archive.format.objects import SEGMENT_SCHEMA, SegmentReader
 
 from .conftest import BACKENDS, open_backend
 
