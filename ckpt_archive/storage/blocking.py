@@ -9,35 +9,24 @@ one process writes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Unpack
 
 import fsspec
 
-from .base import Listing, ObjectKind, ObjectStore
-from .retry import Retry
+from .base import Listing, ObjectStore, StoreOptions
 from .sync_fs import SyncFs
 
 
 class BlockingStore(ObjectStore):
     """Files of a blocking fsspec filesystem, for a single writer."""
 
-    def __init__(
-        self,
-        fs: fsspec.AbstractFileSystem,
-        root: str,
-        *,
-        retry: Retry | None = None,
-        object_kind: ObjectKind | None = None,
-    ) -> None:
-        super().__init__(root, retry=retry, object_kind=object_kind)
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, **options: Unpack[StoreOptions]) -> None:
+        super().__init__(root, fs=fs, **options)
         self._files = SyncFs(fs)
 
     @property
     def conditional_create(self) -> bool:
         return False
-
-    @property
-    def fs(self) -> fsspec.AbstractFileSystem:
-        return self._files.fs
 
     async def _get(self, key: str, kind: str | None) -> bytes:
         return await self._files.cat(self.path(key))

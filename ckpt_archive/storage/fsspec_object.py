@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 import fsspec
 
-from .base import Listing, ObjectKind, ObjectStore
+from .base import Listing, ObjectStore, StoreOptions
 from .failures import unless_absent
 from .listing import listing, names
-from .retry import Retry
 
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss", "adl"})
 
@@ -29,20 +28,8 @@ def protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
 class FsspecObjectStore(ObjectStore):
     """An S3, GCS or Azure bucket (or a prefix in one) through its async fsspec filesystem."""
 
-    def __init__(
-        self,
-        fs: fsspec.AbstractFileSystem,
-        root: str,
-        *,
-        retry: Retry | None = None,
-        object_kind: ObjectKind | None = None,
-    ) -> None:
-        super().__init__(root, retry=retry, object_kind=object_kind)
-        self._fs = fs
-
-    @property
-    def fs(self) -> fsspec.AbstractFileSystem:
-        return self._fs
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, **options: Unpack[StoreOptions]) -> None:
+        super().__init__(root, fs=fs, **options)
 
     @property
     def list_with_lsdir(self) -> bool:

@@ -12,32 +12,21 @@ import contextlib
 import os
 import uuid
 from collections.abc import Sequence
+from typing import Unpack
 
 import fsspec
 
 from .. import limits
-from .base import Listing, ObjectKind, ObjectStore
-from .retry import Retry
+from .base import Listing, ObjectStore, StoreOptions
 from .sync_fs import SyncFs
 
 
 class LocalStore(ObjectStore):
     """Files under a local directory: reads and writes its own, listings and deletes ``SyncFs``'s."""
 
-    def __init__(
-        self,
-        fs: fsspec.AbstractFileSystem,
-        root: str,
-        *,
-        retry: Retry | None = None,
-        object_kind: ObjectKind | None = None,
-    ) -> None:
-        super().__init__(root, retry=retry, object_kind=object_kind)
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, **options: Unpack[StoreOptions]) -> None:
+        super().__init__(root, fs=fs, **options)
         self._files = SyncFs(fs)
-
-    @property
-    def fs(self) -> fsspec.AbstractFileSystem:
-        return self._files.fs
 
     async def _get(self, key: str, kind: str | None) -> bytes:
         return await self._files.run(_read_local, self.path(key), kind, key)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Unpack
 
 import fsspec
 
-from .base import Listing, ObjectKind, ObjectStore
-from .retry import Retry
+from .base import Listing, ObjectStore, StoreOptions
 from .sync_fs import SyncFs, inline
 
 _memory_lock = threading.Lock()
@@ -22,24 +22,13 @@ _memory_lock = threading.Lock()
 class MemoryStore(ObjectStore):
     """Objects in this process's memory: for tests, demos and benchmarks; gone when it exits."""
 
-    def __init__(
-        self,
-        fs: fsspec.AbstractFileSystem,
-        root: str,
-        *,
-        retry: Retry | None = None,
-        object_kind: ObjectKind | None = None,
-    ) -> None:
-        super().__init__(root, retry=retry, object_kind=object_kind)
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, **options: Unpack[StoreOptions]) -> None:
+        super().__init__(root, fs=fs, **options)
         self._files = SyncFs(fs, inline)
 
     @property
     def durable(self) -> bool:
         return False
-
-    @property
-    def fs(self) -> fsspec.AbstractFileSystem:
-        return self._files.fs
 
     async def _get(self, key: str, kind: str | None) -> bytes:
         return await self._files.cat(self.path(key))
