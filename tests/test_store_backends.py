@@ -7,6 +7,9 @@ from typing import Any
 
 import fsspec
 import pytest
+from fsspec.implementations.dirfs import DirFileSystem
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
@@ -19,6 +22,15 @@ def store(request: pytest.FixtureRequest, archive_url: Any) -> ObjectStore:
     url, opts = archive_url(request.param)
     fs, root = fsspec.core.url_to_fs(url, **opts)
     return open_store(fs, root=root)
+
+
+def test_capabilities_say_what_the_backend_does(store: ObjectStore, tmp_path: Any) -> None:
+    """Every backend of BACKENDS has an atomic put-if-absent (the race test below proves it), so each
+    says so; only memory:// forgets on exit. A generic sync filesystem's create is check-then-set."""
+    assert store.conditional_create
+    assert store.durable == (not isinstance(store.fs, MemoryFileSystem))
+    generic = open_store(DirFileSystem(path=str(tmp_path), fs=LocalFileSystem()), root="a", single_writer=True)
+    assert not generic.conditional_create and generic.durable
 
 
 def test_put_if_absent_keeps_the_first_writer(store: ObjectStore) -> None:

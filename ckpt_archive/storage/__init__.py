@@ -14,8 +14,7 @@ from ..errors import UnsafeBackend
 from .base import Listing, ObjectKind, ObjectStore
 from .blocking import BlockingStore
 from .failures import is_transient, storage_error
-from .fsspec_base import FsspecStore, protocols
-from .fsspec_object import OBJECT_STORE_PROTOCOLS, FsspecObjectStore
+from .fsspec_object import OBJECT_STORE_PROTOCOLS, FsspecObjectStore, protocols
 from .local import LocalStore
 from .memory import MemoryStore
 from .retry import Retry
@@ -27,7 +26,6 @@ __all__ = [
     "FaultPlan",
     "FaultStore",
     "FsspecObjectStore",
-    "FsspecStore",
     "Listing",
     "LocalStore",
     "MemoryStore",

@@ -24,7 +24,7 @@ import abc
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from .. import limits
 from ..errors import InvalidIdentifier
@@ -41,11 +41,23 @@ Listing = dict[str, dict[str, Any]]
 """``find``'s answer: key -> {"size": int, "mtime": UTC datetime or None}."""
 
 
+class StoreOptions(TypedDict, total=False):
+    """What every store takes besides its backend's own arguments."""
+
+    retry: Retry | None
+    object_kind: ObjectKind | None
+
+
 class ObjectStore(abc.ABC):
     """An object store under ``root``; see the module doc for the public/request split."""
 
-    def __init__(self, root: str, *, retry: Retry | None = None, object_kind: ObjectKind | None = None) -> None:
+    def __init__(
+        self, root: str, *, fs: Any = None, retry: Retry | None = None, object_kind: ObjectKind | None = None
+    ) -> None:
         self.root = root.rstrip("/")
+        self.fs = fs
+        """The fsspec filesystem under the store, for readers that hand files to another library
+        (pyarrow datasets); None for a store that has none."""
         self.retry = retry if retry is not None else Retry()
         self.object_kind = object_kind
 
@@ -59,12 +71,6 @@ class ObjectStore(abc.ABC):
     def durable(self) -> bool:
         """What is written outlives this process."""
         return True
-
-    @property
-    def fs(self) -> Any:
-        """The fsspec filesystem under the store, for readers that hand files to another library
-        (pyarrow datasets); None for a store that has none."""
-        return None
 
     @property
     def retried(self) -> int:

@@ -9,17 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
-from .base import Listing
+import fsspec
+
+from .base import Listing, ObjectStore, StoreOptions
 from .failures import unless_absent
-from .fsspec_base import FsspecStore, protocols
+from .listing import listing, names
 
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss", "adl"})
 
 
-class FsspecObjectStore(FsspecStore):
+def protocols(fs: fsspec.AbstractFileSystem) -> set[str]:
+    proto = fs.protocol
+    return {proto} if isinstance(proto, str) else set(proto)
+
+
+class FsspecObjectStore(ObjectStore):
     """An S3, GCS or Azure bucket (or a prefix in one) through its async fsspec filesystem."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, **options: Unpack[StoreOptions]) -> None:
+        super().__init__(root, fs=fs, **options)
 
     @property
     def list_with_lsdir(self) -> bool:
@@ -43,10 +53,10 @@ class FsspecObjectStore(FsspecStore):
             entries = [e["name"] for e in await self.fs._lsdir(path, refresh=True)]
         else:
             entries = await self.fs._ls(path, detail=False, refresh=True)
-        return self._names(path, entries)
+        return names(path, entries)
 
     async def _find(self, prefix: str) -> Listing:
-        return self._listing(await self.fs._find(self.path(prefix), detail=True))
+        return listing(self.root, await self.fs._find(self.path(prefix), detail=True))
 
     async def _put(self, key: str, data: bytes) -> None:
         await self.fs._pipe_file(self.path(key), data)

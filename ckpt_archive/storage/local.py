@@ -11,29 +11,50 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+from collections.abc import Sequence
+from typing import Unpack
+
+import fsspec
 
 from .. import limits
-from .blocking import BlockingStore
+from .base import Listing, ObjectStore, StoreOptions
+from .sync_fs import SyncFs
 
 
-class LocalStore(BlockingStore):
-    """Files under a local directory."""
+class LocalStore(ObjectStore):
+    """Files under a local directory: reads and writes its own, listings and deletes ``SyncFs``'s."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, **options: Unpack[StoreOptions]) -> None:
+        super().__init__(root, fs=fs, **options)
+        self._files = SyncFs(fs)
 
     async def _get(self, key: str, kind: str | None) -> bytes:
-        return await self._run(_read_local, self.path(key), kind, key)
+        return await self._files.run(_read_local, self.path(key), kind, key)
+
+    async def _list_dir(self, prefix: str) -> list[str]:
+        return await self._files.names(self.path(prefix))
+
+    async def _find(self, prefix: str) -> Listing:
+        return await self._files.find(self.path(prefix), self.root)
 
     async def _put(self, key: str, data: bytes) -> None:
-        await self._run(_write_local, self.path(key), data, False)
+        await self._files.run(_write_local, self.path(key), data, False)
 
     async def _create(self, key: str, data: bytes) -> bool:
         try:
-            await self._run(_write_local, self.path(key), data, True)
+            await self._files.run(_write_local, self.path(key), data, True)
         except FileExistsError:
             return False
         return True
 
     async def _copy(self, src: str, dst: str) -> None:
-        await self._run(_copy_local, self.path(src), self.path(dst))
+        await self._files.run(_copy_local, self.path(src), self.path(dst))
+
+    async def _delete(self, keys: Sequence[str]) -> None:
+        await self._files.rm([self.path(k) for k in keys])
+
+    async def _delete_prefix(self, prefix: str) -> None:
+        await self._files.rm_tree(self.path(prefix))
 
 
 def _read_local(path: str, kind: str | None = None, key: str | None = None) -> bytes:

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from .base import Listing, ObjectStore
 
@@ -28,7 +28,7 @@ class WrapperStore(ObjectStore):
     """Forwards every request to ``inner``; subclasses override what they change."""
 
     def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(inner.root, retry=inner.retry, object_kind=inner.object_kind)
+        super().__init__(inner.root, fs=inner.fs, retry=inner.retry, object_kind=inner.object_kind)
         self.inner = inner
 
     @property
@@ -38,10 +38,6 @@ class WrapperStore(ObjectStore):
     @property
     def durable(self) -> bool:
         return self.inner.durable
-
-    @property
-    def fs(self) -> Any:
-        return self.inner.fs
 
     async def _get(self, key: str, kind: str | None) -> bytes:
         return await self.inner._get(key, kind)
