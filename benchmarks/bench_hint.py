@@ -81,18 +81,19 @@ def native(server: S3Server, url: str, data: list[dict[str, Any]], latency: floa
     writer.save(ca.Checkpoint.new("chat", data[0], step=0))  # creates the archive: not measured
     for step, state in enumerate(data[1:], 1):
         ckpt = ca.Checkpoint.new("chat", state, step=step)
-        _, reqs, depth = measured(server, trips, lambda: writer.save(ckpt))
+        _, reqs, depth = measured(server, trips, lambda: writer.save(ckpt))  # noqa: B023
         tally.add("snapshot save" if step % INTERVAL == 0 else "delta save", reqs, depth)
         cold = RoundTrips(ca.open_store(url, opts), latency=latency)
         reader = ca.ArchiveCheckpointer(cold)
-        latest, reqs, depth = measured(server, cold, lambda: reader.load("chat"))
+        latest, reqs, depth = measured(server, cold, lambda: reader.load("chat"))  # noqa: B023
         assert latest is not None and latest.checkpoint_id == ckpt.checkpoint_id and latest.state == state
         tally.add("cold load", reqs, depth)
 
 
 def langgraph(server: S3Server, url: str, data: list[dict[str, Any]], latency: float, tally: Tally) -> None:
-    from ckpt_archive.integrations.langgraph import ArchiveSaver
     from peers import LangGraphStore
+
+    from ckpt_archive.integrations.langgraph import ArchiveSaver
 
     opts = server.storage_options()
     trips = RoundTrips(ca.open_store(url, opts), latency=latency)

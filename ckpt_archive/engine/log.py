@@ -264,7 +264,7 @@ class ThreadLog:
                     planned = await plan(m, attempt)
                     if not planned.actions:
                         return planned.result
-                    hint = routine and hint_due(m.seq + 1, planned.actions)
+                    hint = routine and hint_due(m.seq + 1, planned.actions, self.root.hint_lag)
                     done = await self._attempt(m, planned, hint=hint, cache=cache)
                     if done is not None:
                         new, stored = done

@@ -355,11 +355,13 @@ def _plain_delta(actions: list[dict[str, Any]]) -> dict[str, Any] | None:
     return actions[0] if actions[0]["record"]["ref"]["type"] in ("inline", "empty") else None
 
 
-def hint_due(seq: int, actions: list[dict[str, Any]]) -> bool:
+def hint_due(seq: int, actions: list[dict[str, Any]], lag: int | None = None) -> bool:
     """Must the commit ``seq`` made of ``actions`` rewrite the head hint? Always (compactions and
-    maintenance included), except for a plain delta save between two of every ``HINT_LAG + 1``
-    seqs: a later commit's hint covers it, and readers apply it from the log meanwhile."""
-    return (seq - 1) % (HINT_LAG + 1) == 0 or _plain_delta(actions) is None
+    maintenance included), except for a plain delta save between two of every ``lag + 1`` seqs
+    (``lag``: the writer's, at most ``HINT_LAG``; None is ``HINT_LAG``): a later commit's hint
+    covers it, and readers apply it from the log meanwhile."""
+    lag = HINT_LAG if lag is None else min(lag, HINT_LAG)
+    return (seq - 1) % (lag + 1) == 0 or _plain_delta(actions) is None
 
 
 def hint_probes(seq: int) -> list[int]:
