@@ -1,9 +1,13 @@
 """The head hint may trail the log (HINT_LAG, a crashed writer, a slow writer's late hint): whatever the
 sequence of saves, forks, maintenance commits and stale hints, a fresh reader's ``load`` returns exactly
-the head and state of the thread's manifest (LangGraph's saver: tests/test_langgraph_saver.py)."""
+the head and state of the thread's manifest (LangGraph's saver: tests/test_langgraph_saver.py). The
+property runs at the format's HINT_LAG and at 3, where a hint trails by a run of deltas: the knob is
+one constant (docs/design/005-head-hint.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -12,9 +16,11 @@ from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
-from ckpt_archive.format import layout
+from ckpt_archive.format import layout, manifest
+from ckpt_archive.format.manifest import unseal
 from ckpt_archive.model import uuid7
-from tests.test_archive import SimulatedCrash
+from ckpt_archive.storage import RoundTrips
+from tests.test_archive import SimulatedCrash, grow
 from tests.test_retention import fresh
 
 _steps = st.lists(
@@ -32,9 +38,53 @@ _steps = st.lists(
 )
 
 
+@contextmanager
+def hint_lag(lag: int) -> Iterator[None]:
+    """The knob set for one example (a hypothesis test cannot take pytest's function-scoped monkeypatch)."""
+    before, manifest.HINT_LAG = manifest.HINT_LAG, lag
+    try:
+        yield
+    finally:
+        manifest.HINT_LAG = before
+
+
 @settings(max_examples=100, deadline=None)
 @given(_steps)
 def test_a_fresh_load_always_finds_the_manifest_head(steps: list[tuple[str, int]]) -> None:
+    fresh_load_finds_the_manifest_head(steps)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_steps)
+def test_a_fresh_load_always_finds_the_manifest_head_at_hint_lag_3(steps: list[tuple[str, int]]) -> None:
+    with hint_lag(3):
+        fresh_load_finds_the_manifest_head(steps)
+
+
+def test_at_hint_lag_3_a_run_of_three_deltas_is_read_from_the_log_in_the_hints_round_trip() -> None:
+    """The reader applies the whole run of deltas the hint trails by, each on its parent, in the round
+    trip that checks the hint's commit: two round trips; one more delta is too many (the log is folded)."""
+    with hint_lag(3):
+        url = "memory://hint-lag-run-" + uuid7()
+        archive = ca.open_archive(url, full_snapshot_interval=10)
+        saved = grow(archive, "t", range(6), [])  # seqs 1..6: the hint last written at seq 5
+        hint = unseal(run_sync(archive.store.get(layout.head_key("t"))), "hint", kind="head hint")
+        assert hint["seq"] == 5
+        saved += grow(archive, "t", range(6, 8), [])  # seqs 7 and 8 trail it too: a run of three
+        assert unseal(run_sync(archive.store.get(layout.head_key("t"))), "hint", kind="head hint")["seq"] == 5
+        for more in (False, True):
+            if more:  # seq 9 rewrites the hint (9 - 1 = 8 is a multiple of 4): put the old one back
+                old = run_sync(archive.store.get(layout.head_key("t")))
+                saved += grow(archive, "t", range(8, 9), [])
+                run_sync(archive.store.put(layout.head_key("t"), old))
+            trips = RoundTrips(ca.open_store(url), latency=0.01)
+            loaded = ca.ArchiveCheckpointer(trips).load("t")
+            assert loaded is not None and loaded.checkpoint_id == saved[-1].checkpoint_id
+            assert loaded.state == saved[-1].state
+            assert trips.depth == 2 if not more else trips.depth > 2, trips.calls  # then the log is folded
+
+
+def fresh_load_finds_the_manifest_head(steps: list[tuple[str, int]]) -> None:
     url = "memory://hint-lag-" + uuid7()
     archive = ca.open_archive(url, full_snapshot_interval=4)
     store = archive.store

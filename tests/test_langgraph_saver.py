@@ -166,11 +166,10 @@ def test_get_tuple_and_list_cost_constant_requests(s3_server: S3Server) -> None:
         warm.get_tuple(_config("t"))
         costs[(n, "warm")] = s3_server.total()
     # the hint's head, no manifest read (the commit the hint names is read with the probes past it, to
-    # check it is the one that landed); when the hint trails the log by one put (HINT_LAG), the writes
-    # read on the hint's head is wasted and the appended head's writes are read instead
-    assert costs[(6, "get")] == costs[(21, "get")] <= 7 and costs[(8, "get")] <= 8, costs
+    # check it is the one that landed); the saver writes the hint with every put, so it never trails
+    assert costs[(6, "get")] == costs[(8, "get")] == costs[(21, "get")] <= 7, costs
     assert costs[(6, "list")] == costs[(21, "list")] <= 16, costs
-    assert costs[(6, "warm")] == costs[(21, "warm")] <= 5 and costs[(8, "warm")] <= 6, costs
+    assert costs[(6, "warm")] == costs[(8, "warm")] == costs[(21, "warm")] <= 5, costs
 
 
 def test_list_limit_one_is_the_latest_tuple_read_like_get_tuple(s3_server: S3Server) -> None:
@@ -428,3 +427,19 @@ def test_a_message_mutated_in_place_between_puts_is_stored_as_it_is_now() -> Non
         assert [m.content for m in stored] == ["hello", "final 1", "more 0", "more 1"]
     history = [t.checkpoint["channel_values"]["messages"][1].content for t in saver.list(_config("t"))]
     assert history == ["final 1", "final 0", "draft"]  # newest first: each put kept what it saw
+
+
+def test_a_cold_get_tuple_is_two_round_trips_after_every_put() -> None:
+    """The saver writes the head hint with every put (``Root.hint_lag = 0``): a cold ``get_tuple`` lists
+    the pending writes of the head the hint names beside the probes of the log, so a hint trailing by
+    one put would cost it a third round trip and a second LIST (docs/design/005-head-hint.md)."""
+    url = "memory://lg-hint-every-put"
+    saver = ArchiveSaver.from_url(url, full_snapshot_interval=10)
+    last = None
+    for n in range(1, 9):  # puts at every seq, odd and even, between two snapshots
+        last = _grow(saver, "t", 1, parent=last)
+        saver.put_writes(last, [("ch", {"n": n})], f"task-{n}", "p")
+        trips = RoundTrips(ca.open_store(url), latency=0.01)
+        got = ArchiveSaver(ca.ArchiveCheckpointer(trips)).get_tuple(_config("t"))
+        assert got is not None and got.config == last and [w[2] for w in got.pending_writes or []] == [{"n": n}]
+        assert trips.depth == 3 and trips.requests["list_dir"] == 1, (n, trips.calls)  # hint; probes, writes; task

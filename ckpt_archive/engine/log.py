@@ -32,7 +32,7 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..format import layout
-from ..format.manifest import HINT_LAG, Manifest, hint_due, seal, unseal
+from ..format.manifest import Manifest, hint_due, hint_probes, seal, unseal
 from ..format.parts import seal_parts
 from ..format.schema import check_hint
 from ..storage import ObjectStore
@@ -156,7 +156,7 @@ class ThreadLog:
             keys.insert(0, layout.manifest_key(thread_id, base_seq))
         # the commits a hint may trail by (HINT_LAG) and the one after are fetched with the others: the
         # last is usually absent, and then the manifest is known to be current without another round trip
-        ahead = [last + 1 + i for i in range(HINT_LAG + 1)] if hint is not None else [last + 1]
+        ahead = hint_probes(last)[1:] if hint is not None else [last + 1]
         datas = await self.store.get_many([*keys, *(layout.log_key(thread_id, s) for s in ahead)])
         probes = datas[len(keys) :]
         del datas[len(keys) :]
@@ -264,7 +264,7 @@ class ThreadLog:
                     planned = await plan(m, attempt)
                     if not planned.actions:
                         return planned.result
-                    hint = routine and hint_due(m.seq + 1, planned.actions)
+                    hint = routine and hint_due(m.seq + 1, planned.actions, self.root.hint_lag)
                     done = await self._attempt(m, planned, hint=hint, cache=cache)
                     if done is not None:
                         new, stored = done

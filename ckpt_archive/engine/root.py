@@ -75,6 +75,10 @@ class Root:
         self.gc_grace = gc_grace
         self.encryption = encryption
         self.create = create  # a location holding other files may become an archive (first commit)
+        self.hint_lag: int | None = None
+        """How many plain delta commits this writer lets the head hint trail by (``hint_due``): None is
+        the format's ``HINT_LAG``, the most readers probe past; 0 writes it with every commit (the
+        LangGraph saver, whose reader needs the head's id to list its writes in the same round trip)."""
         self.archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
         self._checked = False
         self._empty_at = -1e9  # when a read last found no marker and nothing that forbids creating one

@@ -341,8 +341,11 @@ def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
 
 
 HINT_LAG = 1
-"""Commits a head hint may trail the log by after a clean save (spec.md §7): a writer skips the hint
-of a plain delta save at an even seq, so readers probe ``HINT_LAG + 1`` commits past the hint."""
+"""The one knob of the head hint (spec.md section 7, docs/design/005-head-hint.md): how many plain
+delta commits a hint may trail the log by after a clean save. The writer skips the hint of a plain
+delta save unless ``(seq - 1) % (HINT_LAG + 1) == 0`` (``hint_due``); a reader probes the
+``HINT_LAG + 1`` commits after the hint's in the round trip that reads the chain (``hint_probes``) and
+applies the run of deltas it finds (``appended``). 0 would write the hint with every commit."""
 
 
 def _plain_delta(actions: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -352,23 +355,37 @@ def _plain_delta(actions: list[dict[str, Any]]) -> dict[str, Any] | None:
     return actions[0] if actions[0]["record"]["ref"]["type"] in ("inline", "empty") else None
 
 
-def hint_due(seq: int, actions: list[dict[str, Any]]) -> bool:
+def hint_due(seq: int, actions: list[dict[str, Any]], lag: int | None = None) -> bool:
     """Must the commit ``seq`` made of ``actions`` rewrite the head hint? Always (compactions and
-    maintenance included), except for one delta appended at an even seq (the next commit's hint
-    covers it)."""
-    return bool(seq % 2) or _plain_delta(actions) is None
+    maintenance included), except for a plain delta save between two of every ``lag + 1`` seqs
+    (``lag``: the writer's, at most ``HINT_LAG``; None is ``HINT_LAG``): a later commit's hint
+    covers it, and readers apply it from the log meanwhile."""
+    lag = HINT_LAG if lag is None else min(lag, HINT_LAG)
+    return (seq - 1) % (lag + 1) == 0 or _plain_delta(actions) is None
 
 
-def appended(doc: dict[str, Any], thread_id: str, seq: int, head: str) -> tuple[Record, Delta] | None:
-    """(record, inline ops) when commit ``seq`` (``doc``, unsealed) only appended a delta to ``head``;
-    None for any other commit (the caller then reads the manifest)."""
-    if doc.get("type") != "commit" or doc.get("seq") != seq or doc.get("thread_id", thread_id) != thread_id:
-        raise CorruptManifest(f"commit entry {seq} is out of place (seq {doc.get('seq')!r})", thread_id=thread_id)
-    check_commit(doc, thread_id)
-    add = _plain_delta(doc["actions"])
-    if add is None or add["record"].get("parent") != head:
-        return None
-    return add["record"], list(add.get("ops", []))
+def hint_probes(seq: int) -> list[int]:
+    """The commits a reader of a hint at ``seq`` reads beside its chain, in one round trip: ``seq``
+    (is it the commit the hint went out with?), the ``HINT_LAG`` it may trail by, and one more
+    (absent: nothing else followed)."""
+    return [seq + i for i in range(HINT_LAG + 2)]
+
+
+def appended(docs: list[dict[str, Any]], thread_id: str, seq: int, head: str) -> list[tuple[Record, Delta]] | None:
+    """(record, inline ops) of each of the commits ``seq, seq + 1, ...`` (``docs``, unsealed) when each
+    only appended a delta to the head the one before left (the first to ``head``); None when any is
+    another commit (the caller then reads the manifest)."""
+    out: list[tuple[Record, Delta]] = []
+    for at, doc in enumerate(docs, seq):
+        if doc.get("type") != "commit" or doc.get("seq") != at or doc.get("thread_id", thread_id) != thread_id:
+            raise CorruptManifest(f"commit entry {at} is out of place (seq {doc.get('seq')!r})", thread_id=thread_id)
+        check_commit(doc, thread_id)
+        add = _plain_delta(doc["actions"])
+        if add is None or add["record"].get("parent") != head:
+            return None
+        out.append((add["record"], list(add.get("ops", []))))
+        head = add["record"]["id"]
+    return out
 
 
 def ref_keys(rec: Record) -> dict[str, int]:

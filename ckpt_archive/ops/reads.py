@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -25,7 +26,16 @@ from .. import codec
 from ..engine import Engine
 from ..format import layout
 from ..format.content import Content
-from ..format.manifest import HINT_LAG, Manifest, Record, appended, hint_chain, id_entry_thread, record_info, unseal
+from ..format.manifest import (
+    Manifest,
+    Record,
+    appended,
+    hint_chain,
+    hint_probes,
+    id_entry_thread,
+    record_info,
+    unseal,
+)
 
 __all__ = [
     "Manifest",
@@ -74,14 +84,14 @@ def cached_head(engine: Engine, thread_id: str) -> CheckpointInfo | None:
 
 async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -> tuple[Record, Content] | None:
     """The thread's head and its content from the hint, when the hint is current or trails the log by
-    one appended delta (``HINT_LAG``: the commits after it are probed while the chain's objects are
-    fetched); None when the log has moved on otherwise."""
+    a run of at most ``HINT_LAG`` appended deltas (the commits after it are probed while the chain's
+    objects are fetched: ``hint_probes``); None when the log has moved on otherwise."""
     chain, inline = hint_chain(hint)
     if not chain:
         return None
     seq, entry = int(hint["seq"]), hint["entry_sha256"]
     # the hint went out with its commit: is that commit the one at seq? (and the ones after it)
-    logs = [layout.log_key(thread_id, seq + i) for i in range(HINT_LAG + 2)]
+    logs = [layout.log_key(thread_id, s) for s in hint_probes(seq)]
     reader = engine.contents.reader(thread_id)
     keys = reader.needed([chain])  # what the state cache does not hold
     probes, datas = await asyncio.gather(engine.store.get_many(logs), engine.store.get_many(keys))
@@ -89,17 +99,23 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     if own is None or codec.sha256(own) != entry:  # its commit never landed, or lost the race
         return None
     reader.hold(keys, datas)
-    if probes[0] is not None and probes[-1] is not None:
-        return None
-    content = await reader.content(chain, inline)
-    if probes[0] is None:
-        return chain[-1], content
-    doc = unseal(probes[0], f"commit {seq + 1}", thread_id=thread_id, key=logs[1], kind="commit entry")
-    found = appended(doc, thread_id, seq + 1, chain[-1]["id"])
+    run = list(itertools.takewhile(lambda data: data is not None, probes))
+    if any(data is not None for data in probes[len(run) :]) or len(run) == len(probes):
+        return None  # more commits than the hint may trail by (or a gap in the log): the manifest says
+    docs = [
+        unseal(data, f"commit {seq + i}", thread_id=thread_id, key=logs[i], kind="commit entry")
+        for i, data in enumerate(run, 1)
+        if data is not None
+    ]
+    found = appended(docs, thread_id, seq + 1, chain[-1]["id"])
     if found is None:
         return None
-    rec, ops = found  # built on the content of its parent, just built
-    return rec, await reader.content([*chain, rec], {**inline, rec["id"]: ops})
+    inline = {**inline, **{rec["id"]: ops for rec, ops in found}}
+    content = await reader.content(chain, inline)
+    for rec, _ in found:  # each delta built on its parent's content, just built, and checked
+        chain = [*chain, rec]
+        content = await reader.content(chain, inline)
+    return chain[-1], content
 
 
 async def warm_head(engine: Engine, thread_id: str, hint: dict[str, Any]) -> None:

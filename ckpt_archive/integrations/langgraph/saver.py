@@ -83,6 +83,9 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             check_serde(serde)
         super().__init__(serde=serde or strict_serde())
         self.archive = archive
+        # a hint with every put: a cold get_tuple lists the head's pending writes beside the probes of
+        # the log, which it can only do for the head the hint names (docs/design/005-head-hint.md)
+        archive.engine.root.hint_lag = 0
         self.store = archive.store
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._state_cache = state_cache
