@@ -44,6 +44,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Every benchmark script; tables and plots land in benchmarks/results/. BENCH_ARGS for bench_peers (e.g. --full).
+# bench_postgres starts its own PostgreSQL server (apt-get install postgresql; skipped, saying so, without it).
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_save_cpu.py
@@ -51,6 +52,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_rtt.py
 	$(PY) benchmarks/bench_graph.py
 	$(PY) benchmarks/bench_langgraph.py
+	$(PY) benchmarks/bench_postgres.py
 	$(PY) benchmarks/bench_prune.py
 	$(PY) benchmarks/perf_doc.py
 

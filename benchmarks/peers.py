@@ -37,6 +37,7 @@ MODULES = {
     "SqliteSaver": "langgraph.checkpoint.sqlite",
     "InMemorySaver": "langgraph.checkpoint.memory",
     "naive-json": "orjson",
+    "PostgresSaver": "langgraph.checkpoint.postgres",  # needs a server: bench_postgres.py starts one
 }
 
 
@@ -314,8 +315,45 @@ class Archive(LangGraphStore):
         return fs_bytes(fs, root)
 
 
+class Postgres(LangGraphStore):
+    """LangGraph's ``PostgresSaver`` on one database (``url`` is its DSN), set up on open."""
+
+    TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+    def __init__(self, dsn: str) -> None:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg import Connection
+        from psycopg.rows import dict_row
+
+        # what PostgresSaver.from_conn_string opens, without its context manager
+        self.conn = Connection.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        super().__init__(PostgresSaver(self.conn))
+        self.saver.setup()
+
+    def threads(self) -> int:
+        return len(self.conn.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall())
+
+    def prune(self, keep: int) -> None:
+        raise NotImplementedError("not measured on Postgres")
+
+    def nbytes(self) -> int:
+        """Heap, TOAST and indexes of the saver's tables, as they stand (dead rows and free space included)."""
+        sizes = " + ".join(f"pg_total_relation_size('{t}')" for t in self.TABLES)
+        row = self.conn.execute(f"SELECT {sizes} AS n").fetchone()
+        assert row is not None
+        return int(row["n"])
+
+    def vacuum_full(self) -> None:
+        for table in self.TABLES:
+            self.conn.execute(f"VACUUM FULL {table}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def open_store(name: str, url: str, opts: dict[str, Any]) -> Store:
-    """``url`` is a directory or s3:// prefix; SqliteSaver puts its database file inside it."""
+    """``url`` is a directory or s3:// prefix (SqliteSaver puts its database file inside it); for
+    PostgresSaver, a database's DSN."""
     if name == "native":
         return Native(url, opts)
     if name == "naive-json":
@@ -328,6 +366,8 @@ def open_store(name: str, url: str, opts: dict[str, Any]) -> Store:
         return ObjectStorage(url, opts)
     if name == "ArchiveSaver":
         return Archive(url, opts)
+    if name == "PostgresSaver":
+        return Postgres(url)
     raise ValueError(f"unknown store {name!r}")
 
 

@@ -29,7 +29,8 @@ moto served over HTTP on loopback, with requests counted at the server and seque
 counted client side (`ckpt_archive.testing.FsspecRoundTrips`). Load latest, list all and list(limit=1) run in a
 fresh process on a newly opened store object. Timings on a shared VM vary between runs: compare stores
 within one table, not across runs; bytes and request counts are exact. Peers come from the `bench` extra
-(`langgraph-checkpoint-objectstorage`, `langgraph-checkpoint-sqlite`, LangGraph's `InMemorySaver`).
+(`langgraph-checkpoint-objectstorage`, `langgraph-checkpoint-sqlite`, `langgraph-checkpoint-postgres`
+on a PostgreSQL server the benchmark starts on loopback, LangGraph's `InMemorySaver`).
 """
 
 SECTIONS = [
@@ -39,6 +40,7 @@ SECTIONS = [
     ("W3 at full size (`bench_peers.py --w3-only --full`)", "w3.md"),
     ("Round trips with 20 ms per request (`bench_rtt.py`)", "rtt.md"),
     ("LangGraph chat, bytes per saver (`bench_langgraph.py`)", "bench_langgraph.txt"),
+    ("W1 as a graph, against PostgresSaver with DeltaChannel (`bench_postgres.py`)", "postgres.md"),
     ("Pruning a long thread (`bench_prune.py`)", "prune.md"),
     ("Where a save's CPU goes (`bench_save_cpu.py`)", "save_cpu.md"),
     ("Analysis reads (`bench_analysis.py`)", "analysis.md"),

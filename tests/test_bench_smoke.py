@@ -7,15 +7,21 @@ same thread, W3 prunes to keep_last 5, and the report is written.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
+import pg_server  # noqa: E402
 from bench_peers import split_log  # noqa: E402
+from bench_postgres import SAVERS  # noqa: E402
 from peers import STORES, available  # noqa: E402
 
 
@@ -65,3 +71,33 @@ def test_round_trip_benchmark_smoke(tmp_path: Path) -> None:
     rows = {r["store"]: r for r in json.loads((tmp_path / "rtt.json").read_text())}
     assert rows["native"]["rt_load"] == 2 and rows["native"]["rt_max"] <= 3, rows  # saves: ids, commit + hint
     assert "| native |" in (tmp_path / "rtt.md").read_text()
+
+
+def _postgres_bench(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    cmd = [sys.executable, str(BENCH / "bench_postgres.py"), "--steps", "12", "--repeats", "1", "--out", str(tmp_path)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
+    data: dict[str, Any] = json.loads((tmp_path / "postgres.json").read_text())
+    return data
+
+
+@pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
+def test_postgres_benchmark_smoke(tmp_path: Path) -> None:
+    reason = pg_server.missing()
+    if reason:
+        pytest.skip(reason)
+    data = _postgres_bench(tmp_path)
+    rows = {(r["store"], r["channel"]): r for r in data["rows"]}
+    assert list(rows) == SAVERS
+    for r in rows.values():  # the graph's state, rebuilt in a fresh process, has every message
+        assert r["messages"] == 12 and r["n_list"] == r["checkpoints"] == 14 and r["n_list1"] == 1
+        assert r["bytes"] > 0 and r["bytes_compact"] > 0
+    assert rows["PostgresSaver", "DeltaChannel"]["history_writes"] == 12  # no snapshot within 100 updates
+    md = (tmp_path / "postgres.md").read_text()
+    assert "| PostgresSaver | DeltaChannel |" in md and "| ArchiveSaver | add_messages |" in md
+
+
+@pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
+def test_postgres_benchmark_without_server_says_what_to_install(tmp_path: Path) -> None:
+    data = _postgres_bench(tmp_path, {**os.environ, "PG_BIN": str(tmp_path / "no-postgres")})
+    assert [r["store"] for r in data["rows"]] == ["ArchiveSaver", "ArchiveSaver"]
+    assert "apt-get install postgresql" in (tmp_path / "postgres.md").read_text()
