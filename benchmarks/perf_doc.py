@@ -39,6 +39,7 @@ SECTIONS = [
     ("W2: a LangGraph tool-using graph (`bench_graph.py`)", "graph.md"),
     ("W3 at full size (`bench_peers.py --w3-only --full`)", "w3.md"),
     ("Round trips with 20 ms per request (`bench_rtt.py`)", "rtt.md"),
+    ("The head hint's lag: requests and round trips (`bench_hint.py`)", "hint.md"),
     ("LangGraph chat, bytes per saver (`bench_langgraph.py`)", "bench_langgraph.txt"),
     ("W1 as a graph, against PostgresSaver with DeltaChannel (`bench_postgres.py`)", "postgres.md"),
     ("Pruning a long thread (`bench_prune.py`)", "prune.md"),

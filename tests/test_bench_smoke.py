@@ -73,6 +73,18 @@ def test_round_trip_benchmark_smoke(tmp_path: Path) -> None:
     assert "| native |" in (tmp_path / "rtt.md").read_text()
 
 
+def test_hint_benchmark_smoke(tmp_path: Path) -> None:
+    """The hint's lag trades PUTs on saves for GETs on cold loads, never round trips (design note 005)."""
+    cmd = [sys.executable, str(BENCH / "bench_hint.py"), "--steps", "12", "--latency-ms", "2", "--lags", "0,1"]
+    subprocess.run([*cmd, "--out", str(tmp_path)], check=True, capture_output=True, text=True, timeout=180)
+    rows = {r["lag"]: r["ops"] for r in json.loads((tmp_path / "hint.json").read_text())}
+    every, lagging = rows[0], rows[1]
+    assert lagging["delta save"]["requests"]["PUT"] < every["delta save"]["requests"]["PUT"]
+    assert lagging["cold load"]["requests"]["GET"] > every["cold load"]["requests"]["GET"]
+    for ops in rows.values():
+        assert ops["delta save"]["rt_max"] == 2 and ops["cold load"]["rt_max"] == 2, ops
+
+
 def _postgres_bench(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     cmd = [sys.executable, str(BENCH / "bench_postgres.py"), "--steps", "12", "--repeats", "1", "--out", str(tmp_path)]
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
