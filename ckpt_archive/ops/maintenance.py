@@ -26,28 +26,11 @@ from .. import codec, limits
 from ..engine import Engine, Plan
 from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..format import layout
-from ..format.content import Content, paged_snapshot, state_key
+from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, now_iso, record_info, ref_keys
 from ..model import Protection
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
 from . import reads
-
-
-def snapshot_ref(
-    thread_id: str, rec: Record, content: Content, known: dict[str, dict[str, Any]]
-) -> tuple[dict[str, Any], list[tuple[str, bytes]], int]:
-    """A fresh full snapshot of ``rec``'s content (state and messages): (ref, objects to write, bytes).
-
-    Long lists go to the thread's shared pages as in a save; ``known`` are the
-    page refs already stored (reused, not rewritten).
-    """
-    key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-    data, new_pages, page_refs = paged_snapshot(thread_id, rec["id"], content, known)
-    ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-    if page_refs:
-        ref["pages"] = page_refs
-    objects = [(key, data), *new_pages]
-    return ref, objects, sum(len(d) for _, d in objects)
 
 
 def known_pages(m: Manifest) -> dict[str, dict[str, Any]]:
@@ -67,13 +50,8 @@ async def rewrite_full(
 
     The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
     """
-    if engine.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
-        key = layout.rewrite_snapshot_key(m.thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-        data = engine.contents.seal_snapshot(m.thread_id, rec["id"], content)
-        ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-        objects, size = [(key, data)], len(data)
-    else:
-        ref, objects, size = snapshot_ref(m.thread_id, rec, content, known_pages(m))
+    key = layout.rewrite_snapshot_key(m.thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
+    ref, objects, size = engine.contents.snapshot(m.thread_id, rec["id"], key, content, known_pages(m))
     writes.extend(objects)
     digest = engine.contents.digests(content, m.thread_id)
     # an update merges into the record: a plain digest of the old content must not survive its encryption

@@ -29,7 +29,7 @@ from ..delta import diff_checkpoint
 from ..engine import ONCE, SAVE, Engine, Fold, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
 from ..format import crypto, layout
-from ..format.content import Content, paged_snapshot, state_key
+from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record
 from ..format.objects import encode_segment
 from ..model import Checkpoint
@@ -199,19 +199,10 @@ async def prepare(
             ops = None
     if ops is None:
         key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-        new_pages: list[tuple[str, bytes]] = []
-        page_refs: list[dict[str, Any]] = []
-        if enc is not None:  # no shared pages (of state or messages): their names would be digests of plaintext
-            data = engine.contents.seal_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages))
-        else:
-            known = parent_pages(m, base)
-            data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
-        objects.append((key, data))
-        objects.extend(new_pages)
-        ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-        if page_refs:
-            ref["pages"] = page_refs
-        record.update(kind="full", depth=0, ref=ref, bytes=len(data) + sum(len(d) for _, d in new_pages))
+        known = parent_pages(m, base)
+        ref, written, size = engine.contents.snapshot(m.thread_id, ckpt.checkpoint_id, key, content, known)
+        objects.extend(written)
+        record.update(kind="full", depth=0, ref=ref, bytes=size)
         compact = compact_action(m)
         if compact is not None:
             action, segment_key, segment = compact
