@@ -12,6 +12,7 @@ import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive._sync import run_sync
 from ckpt_archive.retention import PINNED_KEY
+from ckpt_archive.storage import RoundTrips
 from ckpt_archive.testing import S3Server
 from tests.conftest import BACKENDS, open_backend
 
@@ -327,3 +328,27 @@ def test_a_rebased_snapshot_is_the_snapshot_a_save_writes(tmp_path: Any, encrypt
         assert rebased_objects == saved_objects and len(saved_objects) > 1
         assert rebased["ref"]["sha256"] == saved["ref"]["sha256"]
     assert fresh(deltas, **kw).load_by_id("c3").state == fresh(fulls, **kw).load_by_id("c3").state  # type: ignore[union-attr]
+
+
+def test_a_prune_fetches_and_writes_each_object_once(tmp_path: Any) -> None:
+    """The re-based records of one prune share one replay: an object their chains share (the snapshot
+    at their root, the Parquet segment of their deltas) is fetched once, not once per record, and a
+    page two re-based snapshots name is written once."""
+    archive = ca.open_archive(str(tmp_path), full_snapshot_interval=10)
+    saved = []
+    messages: list[Any] = []
+    for step in range(30):
+        messages.append(f"turn {step} " * 30)
+        ckpt = ca.Checkpoint.new("t", {"messages": list(messages), "rows": list(range(step * 30))}, step=step)
+        archive.save(ckpt)
+        saved.append(ckpt)
+    archive.compact("t")
+    trips = RoundTrips(ca.open_store(str(tmp_path)))
+    pruner = ca.ArchiveCheckpointer(trips, full_snapshot_interval=10)  # nothing cached
+    report = pruner.remove("t", [c.checkpoint_id for c in saved if c.step % 2])
+    assert len(report.rebased) == 12  # every kept delta, 4 to 6 to a chain
+    gets = [k for name, k, _ in trips.calls if name == "get" and "/_log/" not in k and "_head" not in k]
+    puts = [k for name, k, _ in trips.calls if name == "put"]
+    assert len(gets) == len(set(gets)), sorted(gets)  # was 22 GETs of 12 objects
+    assert len(puts) == len(set(puts)), sorted(puts)  # was 52 PUTs of 34 objects
+    assert assert_loads(archive, saved, "t") == {c.checkpoint_id for c in saved if c.step % 2 == 0}
