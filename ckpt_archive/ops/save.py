@@ -32,7 +32,7 @@ from ..format import crypto, layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record
 from ..format.objects import encode_segment
-from ..model import Checkpoint
+from ..model import Checkpoint, is_resave
 
 
 async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False) -> str:
@@ -52,7 +52,8 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
     layout.thread_dir(thread_id)
     layout.id_key(cid)
     # every field of the record is checked here, before anything is written (no orphans)
-    fields = record_fields(checkpoint, engine.contents.digests(content, thread_id, (raw_state, raw_messages)))
+    fields = checkpoint.record_fields(engine.contents.digests(content, thread_id, (raw_state, raw_messages)))
+    codec.check_json(fields, "checkpoint")  # e.g. a step beyond 64 bits, set by model_copy(update=...)
     explicit = checkpoint.parent_id is not None or detached
     started = 0.0
     parent_id: str | None = None
@@ -103,15 +104,14 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
     return cid
 
 
-def committed(m: Manifest, ckpt: Checkpoint, base: Record) -> bool:
-    """Is ``ckpt`` committed in ``m`` already? A re-save (after ``CommitOutcomeUnknown``, say) of the
-    same checkpoint -- its record has the same content digests, step, time, metadata and fields, and
-    the same parent if one is named -- is; the same id with anything else is refused."""
+def committed(m: Manifest, ckpt: Checkpoint, fields: Record) -> bool:
+    """Is ``ckpt`` committed in ``m`` already (``fields``: its ``record_fields``)? A re-save (after
+    ``CommitOutcomeUnknown``, say) of the same checkpoint is (``is_resave``, by the content digests the
+    record holds: no content is loaded); the same id with anything else is refused."""
     rec = m.records.get(ckpt.checkpoint_id)
     if rec is None:
         return False
-    same = all(rec.get(k) == v for k, v in base.items())
-    if same and (ckpt.parent_id is None or rec.get("parent") == ckpt.parent_id):
+    if is_resave({**fields, "parent": ckpt.parent_id}, rec):
         return True
     raise DuplicateCheckpointId(
         f"checkpoint {ckpt.checkpoint_id!r} is already in thread {m.thread_id!r} with other content; "
@@ -138,32 +138,6 @@ async def confirm(engine: Engine, thread_id: str, checkpoint_id: str, objects: l
     )
 
 
-def record_fields(ckpt: Checkpoint, digests: dict[str, Any]) -> Record:
-    """The fields of ``ckpt``'s record that do not depend on where it is committed (``digests``: its
-    ``Contents.digests``); refused (``InvalidState``) unless every one can be sealed."""
-    record: Record = {
-        "id": ckpt.checkpoint_id,
-        "step": ckpt.step,
-        "created_at": ckpt.created_at.isoformat(),
-        "metadata": ckpt.metadata,
-        "fields": {
-            "pending_nodes": ckpt.pending_nodes,
-            "cleared_interrupt": ckpt.cleared_interrupt,
-            "attempts": ckpt.attempts,
-            "child_ledger": ckpt.child_ledger,
-        },
-        "version": 1,
-        **digests,
-    }
-    for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
-        if getattr(ckpt, name) is not None:
-            record["fields"][name] = getattr(ckpt, name)
-    if ckpt.protection is not None:
-        record["fields"]["protection"] = ckpt.protection.model_dump()
-    codec.check_json(record, "checkpoint")  # e.g. a step beyond 64 bits, set by model_copy(update=...)
-    return record
-
-
 async def prepare(
     engine: Engine,
     m: Manifest,
@@ -175,7 +149,7 @@ async def prepare(
     detached: bool = False,
 ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
     """Actions of the commit and payload objects (key, bytes) to write before it (``fields``: the
-    checked ``record_fields`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
+    checked ``Checkpoint.record_fields`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
     base a delta is taken against."""
     state, messages = content
     base = None if detached else parent_id
