@@ -304,9 +304,38 @@ class Checkpoint(BaseModel):
         return copy.deepcopy(self.state)
 
     def is_resave_of(self, saved: Checkpoint) -> bool:
-        """Would saving ``self`` add nothing to ``saved`` (a checkpoint with its id)? So it is for a save
-        retried after an unknown outcome: every field equal, the parent too unless ``self`` names none."""
-        return self == (saved if self.parent_id is not None else saved.with_parent(None))
+        """Would saving ``self`` add nothing to ``saved`` (a checkpoint with its id, of the same thread)?
+        So it is for a save retried after an unknown outcome. The rule is the archive's (``is_resave``),
+        over both as records, their contents compared by digest."""
+        return self.thread_id == saved.thread_id and is_resave(self._as_record(), saved._as_record())
+
+    def _as_record(self) -> dict[str, Any]:
+        digests = {"state_sha256": content_digest(self.state), "messages_sha256": content_digest(self.messages)}
+        return {**self.record_fields(digests), "parent": self.parent_id}
+
+    def record_fields(self, digests: dict[str, Any]) -> dict[str, Any]:
+        """The fields of this checkpoint's record that do not depend on where it is committed (the
+        archive's record has them as they are; ``digests``: the fields proving its content)."""
+        record: dict[str, Any] = {
+            "id": self.checkpoint_id,
+            "step": self.step,
+            "created_at": self.created_at.isoformat(),
+            "metadata": self.metadata,
+            "fields": {
+                "pending_nodes": self.pending_nodes,
+                "cleared_interrupt": self.cleared_interrupt,
+                "attempts": self.attempts,
+                "child_ledger": self.child_ledger,
+            },
+            "version": 1,
+            **digests,
+        }
+        for name in ("run_id", "node_id"):  # written only when set
+            if getattr(self, name) is not None:
+                record["fields"][name] = getattr(self, name)
+        if self.protection is not None:  # its digests are the record's own (``digests``): only the binding
+            record["fields"]["protection"] = {"binding_sha256": self.protection.binding_sha256}
+        return record
 
     def with_cleared_interrupt(self, node: str) -> Checkpoint:
         return self.model_copy(update={"cleared_interrupt": node})
@@ -331,6 +360,18 @@ class Checkpoint(BaseModel):
 
     def _reprotect(self, ckpt: Checkpoint) -> Checkpoint:
         return ckpt if self.protection is None else ckpt.protect(self.protection.binding_sha256)
+
+
+def is_resave(new: dict[str, Any], saved: dict[str, Any]) -> bool:
+    """The one re-save rule: would saving a checkpoint whose record is ``new`` add nothing to the
+    record ``saved`` of its id? Records as ``Checkpoint.record_fields`` makes them, with their
+    ``parent``: every field equal (the ids, step, time, metadata, fields, content digests), the
+    parent too unless ``new`` names none. The archive compares a save with a committed record by it,
+    without loading the record's content (``ops.save.committed``); the other checkpointers compare
+    two checkpoints (``Checkpoint.is_resave_of``)."""
+    parent = new.get("parent")
+    same = all(saved.get(k) == v for k, v in new.items() if k != "parent")
+    return same and (parent is None or saved.get("parent") == parent)
 
 
 class CheckpointInfo(BaseModel):

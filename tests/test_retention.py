@@ -12,6 +12,7 @@ import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive._sync import run_sync
 from ckpt_archive.retention import PINNED_KEY
+from ckpt_archive.storage import RoundTrips
 from ckpt_archive.testing import S3Server
 from tests.conftest import BACKENDS, open_backend
 
@@ -290,3 +291,64 @@ def test_prune_racing_a_writer(archive_url: Make, backend: str) -> None:
     kept = assert_loads(writer, saved, "live")
     assert saved[-1].checkpoint_id in kept
     assert fresh(writer).load("live").checkpoint_id == saved[-1].checkpoint_id  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_a_rebased_snapshot_is_the_snapshot_a_save_writes(tmp_path: Any, encrypted: bool) -> None:
+    """Saves, re-bases (prune, update_state) and forks encode a snapshot in one place
+    (``Contents.snapshot``): the snapshot prune writes for a delta whose parent it removed is,
+    byte for byte (encrypted: size for size, its nonce is fresh), the one a save writes of it."""
+    kw: dict[str, Any] = {"encryption": ca.Encryption({"k1": b"k" * 32}, "k1")} if encrypted else {}
+    deltas = ca.open_archive(str(tmp_path / "deltas"), full_snapshot_interval=100, **kw)
+    fulls = ca.open_archive(str(tmp_path / "fulls"), full_snapshot_interval=1, **kw)
+    messages: list[Any] = []
+    for step in range(6):
+        messages.append({"role": "user", "content": f"turn {step} " * 20})
+        state = {"messages": list(messages), "rows": list(range(step * 40))}  # long lists: paged
+        ckpt = ca.Checkpoint.new("t", state, step=step).model_copy(update={"checkpoint_id": f"c{step}"})
+        deltas.save(ckpt)
+        fulls.save(ckpt)
+    report = deltas.remove("t", ["c0", "c1", "c2"])
+    assert report.rebased == ["c3"]
+
+    def snapshot(archive: ca.ArchiveCheckpointer) -> tuple[dict[str, Any], dict[str, bytes | None]]:
+        rec = run_sync(archive.engine.log.manifest("t", cache=False)).records["c3"]
+        keys = [rec["ref"]["key"], *(p["key"] for p in rec["ref"].get("pages", []))]
+        return rec, {
+            k.rsplit("/", 1)[-1] if "/pages/" in k else "snapshot": d
+            for k, d in zip(keys, run_sync(archive.store.get_many(keys)), strict=True)
+        }
+
+    (rebased, rebased_objects), (saved, saved_objects) = snapshot(deltas), snapshot(fulls)
+    assert rebased["kind"] == saved["kind"] == "full"  # "bytes": what each wrote new, pages reused aside
+    assert rebased["ref"]["size"] == saved["ref"]["size"]
+    if encrypted:
+        assert "pages" not in rebased["ref"] and "pages" not in saved["ref"]
+    else:
+        assert rebased_objects == saved_objects and len(saved_objects) > 1
+        assert rebased["ref"]["sha256"] == saved["ref"]["sha256"]
+    assert fresh(deltas, **kw).load_by_id("c3").state == fresh(fulls, **kw).load_by_id("c3").state  # type: ignore[union-attr]
+
+
+def test_a_prune_fetches_and_writes_each_object_once(tmp_path: Any) -> None:
+    """The re-based records of one prune share one replay: an object their chains share (the snapshot
+    at their root, the Parquet segment of their deltas) is fetched once, not once per record, and a
+    page two re-based snapshots name is written once."""
+    archive = ca.open_archive(str(tmp_path), full_snapshot_interval=10)
+    saved = []
+    messages: list[Any] = []
+    for step in range(30):
+        messages.append(f"turn {step} " * 30)
+        ckpt = ca.Checkpoint.new("t", {"messages": list(messages), "rows": list(range(step * 30))}, step=step)
+        archive.save(ckpt)
+        saved.append(ckpt)
+    archive.compact("t")
+    trips = RoundTrips(ca.open_store(str(tmp_path)))
+    pruner = ca.ArchiveCheckpointer(trips, full_snapshot_interval=10)  # nothing cached
+    report = pruner.remove("t", [c.checkpoint_id for c in saved if c.step % 2])
+    assert len(report.rebased) == 12  # every kept delta, 4 to 6 to a chain
+    gets = [k for name, k, _ in trips.calls if name == "get" and "/_log/" not in k and "_head" not in k]
+    puts = [k for name, k, _ in trips.calls if name == "put"]
+    assert len(gets) == len(set(gets)), sorted(gets)  # was 22 GETs of 12 objects
+    assert len(puts) == len(set(puts)), sorted(puts)  # was 52 PUTs of 34 objects
+    assert assert_loads(archive, saved, "t") == {c.checkpoint_id for c in saved if c.step % 2 == 0}

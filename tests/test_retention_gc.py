@@ -15,7 +15,7 @@ import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
-from ckpt_archive.storage import LocalStore
+from ckpt_archive.storage import LocalStore, RoundTrips
 from ckpt_archive.testing import S3Server
 from tests.conftest import BACKENDS, open_backend
 from tests.test_retention import assert_loads, chat, fresh
@@ -170,3 +170,28 @@ def test_shared_pages_survive_prune_gc_and_copy(archive_url: Make, backend: str)
     assert [c.state for c in reader.history("copy")] == [c.state for c in saved[-2:]]
     assert reader.load_by_id(forked).state == saved[-1].state  # type: ignore[union-attr]
     assert len(mapping) == 2
+
+
+def test_verify_reads_the_log_gc_left(tmp_path: Path) -> None:
+    """gc deletes the commit entries below a folded manifest (commit 1 stays): verify reads the entries
+    the listing shows, not a GET for every seq the thread ever had, and still proves the thread; a
+    commit missing above the fold is still reported."""
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=4)
+    chat(archive, "t", 60)
+    archive.gc(grace=ZERO, unsafe_no_writers=True)
+    log = sorted(run_sync(archive.store.find(layout.thread_dir("t") + "/_log")))
+    assert len(log) < 10  # commit 1, the newest fold, the commits after it
+    trips = RoundTrips(ca.open_store(url))
+    report = ca.ArchiveCheckpointer(trips).verify("t")
+    assert report.ok and report.checkpoints == 60, report
+    log_gets = [k for name, k, _ in trips.calls if name == "get" and "/_log/" in k]
+    assert sorted(log_gets) == log  # was 61 GETs for 5 objects
+    unrebuilt = ("CorruptManifest", None)  # the thread's manifest cannot be rebuilt from its log
+    os.rename(tmp_path / "a" / log[1], tmp_path / "fold")  # the fold: the log now has a gap from commit 2
+    damaged = fresh(archive).verify("t")
+    assert [(p.kind, p.key) for p in damaged.problems] == [("MissingObject", layout.log_key("t", 2)), unrebuilt]
+    os.rename(tmp_path / "fold", tmp_path / "a" / log[1])
+    os.remove(tmp_path / "a" / log[-2])  # a commit after the fold
+    damaged = fresh(archive).verify("t")
+    assert [(p.kind, p.key) for p in damaged.problems] == [("MissingObject", log[-2]), unrebuilt]

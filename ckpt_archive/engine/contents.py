@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import codec
 from ..format import crypto
-from ..format.content import Content, state_key
+from ..format.content import Content, paged_snapshot, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record
 from ..format.objects import encode_snapshot
@@ -102,12 +102,28 @@ class Contents:
             "messages_mac": enc.mac(enc.active_key_id, raw_messages),
         }
 
-    def seal_snapshot(self, thread_id: str, checkpoint_id: str, content: Content) -> bytes:
-        """An encrypted, unpaged snapshot object of state *and* messages; needs ``encryption``."""
-        assert self.encryption is not None
-        state, messages = content
-        data = encode_snapshot(thread_id, checkpoint_id, state, messages=messages)
-        return self.encryption.seal(data, crypto.aad(self.archive_id, thread_id, checkpoint_id, "snapshot"))
+    def snapshot(
+        self, thread_id: str, checkpoint_id: str, key: str, content: Content, known: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, Any], list[tuple[str, bytes]], int]:
+        """The one encode of a full snapshot object, for a save, a re-base or edit (maintenance) and a
+        fork: (its ref, the objects to write -- the snapshot under ``key``, then its new pages --, their
+        bytes).
+
+        Encrypted, it is sealed with the active key and never paged: page names would be digests of
+        plaintext. Otherwise long lists (state and messages) go to the thread's shared pages; ``known``
+        (digest -> ref) are pages already stored, reused and not rewritten."""
+        page_refs: list[dict[str, Any]] = []
+        if self.encryption is not None:
+            plain = encode_snapshot(thread_id, checkpoint_id, content[0], messages=content[1])
+            data = self.encryption.seal(plain, crypto.aad(self.archive_id, thread_id, checkpoint_id, "snapshot"))
+            objects = [(key, data)]
+        else:
+            data, new_pages, page_refs = paged_snapshot(thread_id, checkpoint_id, content, known)
+            objects = [(key, data), *new_pages]
+        ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+        if page_refs:
+            ref["pages"] = page_refs
+        return ref, objects, sum(len(d) for _, d in objects)
 
     # -- contents ------------------------------------------------------------------
     def reader(

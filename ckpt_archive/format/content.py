@@ -1,8 +1,8 @@
 """A checkpoint's content (state and messages) as one paged snapshot object.
 
-Both the save path and maintenance (re-based and edited snapshots) write
-snapshots through ``paged_snapshot``, so the message list is paged exactly like
-long state lists and a page both share is written once.
+Every plaintext snapshot (a save's, a re-based or edited one, a fork's) is encoded by
+``paged_snapshot``, through the engine's one snapshot encode (``Contents.snapshot``), so the message
+list is paged exactly like long state lists and a page both share is written once.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from ..format import layout
 from ..format.manifest import Manifest, Record
 from ..model import RESERVED_PREFIX, uuid7
 from ..retention import PINNED_KEY
-from .maintenance import snapshot_ref
 from .reads import locate
 
 FORKED_FROM = RESERVED_PREFIX + "forked_from"
@@ -69,7 +68,8 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
             size = int(ref.get("size", 0))
         else:
             content = await engine.contents.content_of(src, checkpoint_id)
-            ref, objects, size = snapshot_ref(new_thread_id, {**rec, "id": new_id}, content, {})
+            key = layout.rewrite_snapshot_key(new_thread_id, rec["step"], new_id, uuid.uuid4().hex[:12])
+            ref, objects, size = engine.contents.snapshot(new_thread_id, new_id, key, content, {})
         meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
         meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}
         record = {

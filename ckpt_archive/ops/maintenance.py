@@ -26,58 +26,55 @@ from .. import codec, limits
 from ..engine import Engine, Plan
 from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..format import layout
-from ..format.content import Content, paged_snapshot, state_key
+from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, now_iso, record_info, ref_keys
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
 from . import reads
 
 
-def snapshot_ref(
-    thread_id: str, rec: Record, content: Content, known: dict[str, dict[str, Any]]
-) -> tuple[dict[str, Any], list[tuple[str, bytes]], int]:
-    """A fresh full snapshot of ``rec``'s content (state and messages): (ref, objects to write, bytes).
+class Rebase:
+    """The new full snapshots of one maintenance plan (re-based deltas, an edited checkpoint).
 
-    Long lists go to the thread's shared pages as in a save; ``known`` are the
-    page refs already stored (reused, not rewritten).
+    One replay (``ChainReader``) rebuilds every content the plan needs, so an object two chains share
+    (a snapshot, a Parquet segment) is fetched once, not once per re-based record; a page the thread
+    stores, or one this plan writes, is reused and not written again.
     """
-    key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-    data, new_pages, page_refs = paged_snapshot(thread_id, rec["id"], content, known)
-    ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-    if page_refs:
-        ref["pages"] = page_refs
-    objects = [(key, data), *new_pages]
-    return ref, objects, sum(len(d) for _, d in objects)
 
+    def __init__(self, engine: Engine, m: Manifest) -> None:
+        self.engine, self.m = engine, m
+        self.reader = engine.contents.reader(m.thread_id)
+        self.known: dict[str, dict[str, Any]] = {
+            p["digest"]: p
+            for rec in m.records.values()
+            if rec["ref"]["type"] == "snapshot"
+            for p in rec["ref"].get("pages", ())
+        }
+        self.writes: list[tuple[str, bytes]] = []
 
-def known_pages(m: Manifest) -> dict[str, dict[str, Any]]:
-    """Every page the thread's records reference (a re-based snapshot reuses them)."""
-    return {
-        p["digest"]: p
-        for rec in m.records.values()
-        if rec["ref"]["type"] == "snapshot"
-        for p in rec["ref"].get("pages", ())
-    }
+    async def prefetch(self, checkpoint_ids: Iterable[str]) -> None:
+        """What rebuilding these checkpoints (in this order) reads, in one concurrent batch."""
+        await self.reader.fetch(self.reader.needed(self.m.chain(cid) for cid in checkpoint_ids))
 
+    async def content(self, checkpoint_id: str) -> Content:
+        return await self.reader.content(self.m.chain(checkpoint_id), self.m.inline)
 
-async def rewrite_full(
-    engine: Engine, m: Manifest, rec: Record, content: Content, writes: list[tuple[str, bytes]]
-) -> tuple[dict[str, Any], int]:
-    """Plan a new full snapshot for ``rec`` (its objects appended to ``writes``): (record changes, bytes).
+    def full(self, rec: Record, content: Content) -> tuple[dict[str, Any], int]:
+        """Plan a new full snapshot of ``content`` for ``rec`` (its objects added to ``writes``): (record
+        changes, bytes written).
 
-    The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
-    """
-    if engine.encryption is not None:  # sealed with the active key, never paged (see crypto.py)
-        key = layout.rewrite_snapshot_key(m.thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
-        data = engine.contents.seal_snapshot(m.thread_id, rec["id"], content)
-        ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-        objects, size = [(key, data)], len(data)
-    else:
-        ref, objects, size = snapshot_ref(m.thread_id, rec, content, known_pages(m))
-    writes.extend(objects)
-    digest = engine.contents.digests(content, m.thread_id)
-    # an update merges into the record: a plain digest of the old content must not survive its encryption
-    digest.update({name: None for name in ("state_sha256", "messages_sha256") if name in rec and name not in digest})
-    return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
+        The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
+        """
+        thread_id = self.m.thread_id
+        key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
+        ref, objects, size = self.engine.contents.snapshot(thread_id, rec["id"], key, content, self.known)
+        self.known.update((p["digest"], p) for p in ref.get("pages", ()))
+        self.writes.extend(objects)
+        digest = self.engine.contents.digests(content, thread_id)
+        # an update merges into the record: a plain digest of the old content must not survive its encryption
+        digest.update(
+            {name: None for name in ("state_sha256", "messages_sha256") if name in rec and name not in digest}
+        )
+        return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
 
 
 def _tombstone(before: dict[str, int], after: Iterable[Record], extra: dict[str, int]) -> dict[str, Any] | None:
@@ -98,11 +95,12 @@ async def plan_removal(
         return Plan([], report)
     after = {cid: rec for cid, rec in m.records.items() if cid not in remove}
     actions: list[dict[str, Any]] = [{"action": "remove", "ids": removed}]
-    writes: list[tuple[str, bytes]] = []
-    for cid, rec in after.items():
-        if rec["kind"] != "delta" or rec.get("parent") not in remove:
-            continue
-        change, size = await rewrite_full(engine, m, rec, await engine.contents.content_of(m, cid), writes)
+    rebase = Rebase(engine, m)
+    orphans = [cid for cid, rec in after.items() if rec["kind"] == "delta" and rec.get("parent") in remove]
+    await rebase.prefetch(orphans)
+    for cid in orphans:
+        rec = after[cid]
+        change, size = rebase.full(rec, await rebase.content(cid))
         actions.append({"action": "update", "id": cid, "set": change})
         after[cid] = {**rec, **change}
         report.rebased.append(cid)
@@ -114,7 +112,7 @@ async def plan_removal(
         actions.append(tomb)
         payload = {k: s for k, s in tomb["objects"].items() if k not in ids}
         report.objects_freed, report.bytes_freed = len(payload), sum(payload.values())
-    return Plan([] if dry_run else actions, report, objects=writes)
+    return Plan([] if dry_run else actions, report, objects=rebase.writes)
 
 
 async def prune(engine: Engine, thread_id: str, policy: RetentionPolicy, *, dry_run: bool = False) -> PruneReport:
@@ -212,22 +210,23 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
                 f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; nothing changed"
             )
         actions: list[dict[str, Any]] = []
-        writes: list[tuple[str, bytes]] = []
         after = dict(m.records)
-        for cid, child in m.records.items():
-            if child.get("parent") == checkpoint_id and child["kind"] == "delta":
-                change, _ = await rewrite_full(engine, m, child, await engine.contents.content_of(m, cid), writes)
-                actions.append({"action": "update", "id": cid, "set": change})
-                after[cid] = {**child, **change}
-        messages = (await engine.contents.content_of(m, checkpoint_id))[1]  # an edit replaces the state only
-        change, _ = await rewrite_full(engine, m, rec, (state, messages), writes)
-        change["version"] = version + 1  # its new digests (``rewrite_full``) prove a protected one anew
+        rebase = Rebase(engine, m)
+        children = [cid for cid, c in m.records.items() if c.get("parent") == checkpoint_id and c["kind"] == "delta"]
+        await rebase.prefetch([*children, checkpoint_id])
+        for cid in children:
+            change, _ = rebase.full(m.records[cid], await rebase.content(cid))
+            actions.append({"action": "update", "id": cid, "set": change})
+            after[cid] = {**m.records[cid], **change}
+        messages = (await rebase.content(checkpoint_id))[1]  # an edit replaces the state only
+        change, _ = rebase.full(rec, (state, messages))
+        change["version"] = version + 1  # its new digests (``Rebase.full``) prove a protected one anew
         actions.append({"action": "update", "id": checkpoint_id, "set": change})
         after[checkpoint_id] = {**rec, **change}
         tomb = _tombstone(m.referenced_keys(), after.values(), {})
         if tomb is not None:
             actions.append(tomb)
-        return Plan(actions, (version + 1, messages), objects=writes)
+        return Plan(actions, (version + 1, messages), objects=rebase.writes)
 
     new_version, messages = await engine.log.commit(thread_id, plan)
     engine.contents.remember(state_key(engine.log.manifests[thread_id].records[checkpoint_id]), (state, messages))

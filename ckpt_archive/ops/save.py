@@ -29,10 +29,10 @@ from ..delta import diff_checkpoint
 from ..engine import ONCE, SAVE, Engine, Fold, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
 from ..format import crypto, layout
-from ..format.content import Content, paged_snapshot, state_key
+from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record
 from ..format.objects import encode_segment
-from ..model import Checkpoint
+from ..model import Checkpoint, is_resave
 
 
 async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False) -> str:
@@ -53,7 +53,8 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
     # every field of the record is checked here, before anything is written (no orphans); a protected
     # checkpoint is proven against the digests its record stores (``Contents.digests``)
     digests = engine.contents.digests(content, thread_id, (raw_state, raw_messages), proving=checkpoint)
-    fields = record_fields(checkpoint, digests)
+    fields = checkpoint.record_fields(digests)
+    codec.check_json(fields, "checkpoint")  # e.g. a step beyond 64 bits, set by model_copy(update=...)
     explicit = checkpoint.parent_id is not None or detached
     started = 0.0
     parent_id: str | None = None
@@ -104,15 +105,14 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
     return cid
 
 
-def committed(m: Manifest, ckpt: Checkpoint, base: Record) -> bool:
-    """Is ``ckpt`` committed in ``m`` already? A re-save (after ``CommitOutcomeUnknown``, say) of the
-    same checkpoint -- its record has the same content digests, step, time, metadata and fields, and
-    the same parent if one is named -- is; the same id with anything else is refused."""
+def committed(m: Manifest, ckpt: Checkpoint, fields: Record) -> bool:
+    """Is ``ckpt`` committed in ``m`` already (``fields``: its ``record_fields``)? A re-save (after
+    ``CommitOutcomeUnknown``, say) of the same checkpoint is (``is_resave``, by the content digests the
+    record holds: no content is loaded); the same id with anything else is refused."""
     rec = m.records.get(ckpt.checkpoint_id)
     if rec is None:
         return False
-    same = all(rec.get(k) == v for k, v in base.items())
-    if same and (ckpt.parent_id is None or rec.get("parent") == ckpt.parent_id):
+    if is_resave({**fields, "parent": ckpt.parent_id}, rec):
         return True
     raise DuplicateCheckpointId(
         f"checkpoint {ckpt.checkpoint_id!r} is already in thread {m.thread_id!r} with other content; "
@@ -139,32 +139,6 @@ async def confirm(engine: Engine, thread_id: str, checkpoint_id: str, objects: l
     )
 
 
-def record_fields(ckpt: Checkpoint, digests: dict[str, Any]) -> Record:
-    """The fields of ``ckpt``'s record that do not depend on where it is committed (``digests``: its
-    ``Contents.digests``); refused (``InvalidState``) unless every one can be sealed."""
-    record: Record = {
-        "id": ckpt.checkpoint_id,
-        "step": ckpt.step,
-        "created_at": ckpt.created_at.isoformat(),
-        "metadata": ckpt.metadata,
-        "fields": {
-            "pending_nodes": ckpt.pending_nodes,
-            "cleared_interrupt": ckpt.cleared_interrupt,
-            "attempts": ckpt.attempts,
-            "child_ledger": ckpt.child_ledger,
-        },
-        "version": 1,
-        **digests,
-    }
-    for name in ("run_id", "node_id"):  # written only when set: legacy records stay unchanged
-        if getattr(ckpt, name) is not None:
-            record["fields"][name] = getattr(ckpt, name)
-    if ckpt.protection is not None:  # its digests are the record's own (``digests``): only the binding
-        record["fields"]["protection"] = {"binding_sha256": ckpt.protection.binding_sha256}
-    codec.check_json(record, "checkpoint")  # e.g. a step beyond 64 bits, set by model_copy(update=...)
-    return record
-
-
 async def prepare(
     engine: Engine,
     m: Manifest,
@@ -176,7 +150,7 @@ async def prepare(
     detached: bool = False,
 ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
     """Actions of the commit and payload objects (key, bytes) to write before it (``fields``: the
-    checked ``record_fields`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
+    checked ``Checkpoint.record_fields`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
     base a delta is taken against."""
     state, messages = content
     base = None if detached else parent_id
@@ -200,19 +174,10 @@ async def prepare(
             ops = None
     if ops is None:
         key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-        new_pages: list[tuple[str, bytes]] = []
-        page_refs: list[dict[str, Any]] = []
-        if enc is not None:  # no shared pages (of state or messages): their names would be digests of plaintext
-            data = engine.contents.seal_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages))
-        else:
-            known = parent_pages(m, base)
-            data, new_pages, page_refs = paged_snapshot(m.thread_id, ckpt.checkpoint_id, (state, messages), known)
-        objects.append((key, data))
-        objects.extend(new_pages)
-        ref = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-        if page_refs:
-            ref["pages"] = page_refs
-        record.update(kind="full", depth=0, ref=ref, bytes=len(data) + sum(len(d) for _, d in new_pages))
+        known = parent_pages(m, base)
+        ref, written, size = engine.contents.snapshot(m.thread_id, ckpt.checkpoint_id, key, content, known)
+        objects.extend(written)
+        record.update(kind="full", depth=0, ref=ref, bytes=size)
         compact = compact_action(m)
         if compact is not None:
             action, segment_key, segment = compact

@@ -194,10 +194,16 @@ async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], repor
     if not commits and not folded:
         return Manifest(thread_id)
     last = max(commits + folded)
-    entry_keys = [layout.log_key(thread_id, s) for s in range(1, last + 1)]
+    # only the entries listed are read (gc deletes those below a folded manifest, commit 1 aside: a
+    # long thread must not cost a GET per seq it ever had); of a run of absent seqs, the first one
+    # is where the fold below loses its manifest or reports the gap, the others change nothing
+    present = set(commits)
+    seqs = sorted(present | {s + 1 for s in [0, *commits] if s + 1 <= last and s + 1 not in present})
+    entry_keys = [layout.log_key(thread_id, s) for s in commits]
     fold_keys = [layout.manifest_key(thread_id, s) for s in folded]
     datas = await engine.store.get_many(entry_keys + fold_keys)
-    entries, folds = datas[: len(entry_keys)], dict(zip(folded, datas[len(entry_keys) :], strict=True))
+    entries = dict(zip(commits, datas[: len(entry_keys)], strict=True))
+    folds = dict(zip(folded, datas[len(entry_keys) :], strict=True))
     good_folds: dict[int, Manifest] = {}
     for s, data in folds.items():
         key = layout.manifest_key(thread_id, s)
@@ -208,8 +214,8 @@ async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], repor
         except CheckpointError as exc:
             report.problems.append(Problem.of(exc, thread_id))
     m: Manifest | None = Manifest(thread_id)
-    for s, data in enumerate(entries, start=1):
-        key = layout.log_key(thread_id, s)
+    for s in seqs:
+        key, data = layout.log_key(thread_id, s), entries.get(s)
         if m is not None and s - 1 in good_folds and _records(good_folds[s - 1]) != _records(m):
             report.problems.append(
                 Problem(

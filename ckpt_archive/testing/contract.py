@@ -182,7 +182,9 @@ class CheckpointerContract:
         # the same checkpoint again (a save retried after an unknown outcome): its id, nothing new
         assert cp.save(ckpt) == ckpt.checkpoint_id and cp.save(nxt) == nxt.checkpoint_id
         assert [i.checkpoint_id for i in cp.list("d")] == [ckpt.checkpoint_id, nxt.checkpoint_id]
-        for other in (ckpt.with_state({"a": 3}), ckpt.with_metadata("m", 1), ckpt.model_copy(update={"step": 5})):
+        others = [ckpt.with_state({"a": 3}), ckpt.with_metadata("m", 1), ckpt.model_copy(update={"step": 5})]
+        others += [ckpt.with_state({"a": True}), ckpt.with_state({"a": 1.0})]  # == in Python, not as JSON
+        for other in others:
             with pytest.raises(ca.DuplicateCheckpointId):
                 cp.save(other)
         with pytest.raises(ca.DuplicateCheckpointId):  # the same id in another thread
