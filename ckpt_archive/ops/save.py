@@ -1,4 +1,4 @@
-"""Saving: payloads, the put-if-absent commit (``ThreadLog.commit``, the one commit), then the hint.
+"""Saving: payloads, then the put-if-absent commit (``ThreadLog.commit``, the one commit) with its hint.
 
 Save protocol (docs/format/spec.md has the normative version):
 
@@ -12,8 +12,9 @@ Save protocol (docs/format/spec.md has the normative version):
    referenced, so readers cannot see them;
 3. the head hint is rewritten at the same time as the commit is created (best effort; readers
    probe past it anyway, and check that the entry it names is the one committed), except after a
-   plain delta at an even seq (``hint_due``): such a save costs two writes instead of three. After
-   a compaction the manifest is folded once the commit has landed.
+   plain delta the hint may trail (``hint_due``, ``HINT_LAG``; docs/design/005-head-hint.md): such a
+   save costs two writes instead of three. After a compaction the manifest is folded once the
+   commit has landed.
 """
 
 from __future__ import annotations
