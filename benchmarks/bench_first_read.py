@@ -2,7 +2,8 @@
 
 Builds W1 once per store (``--steps`` steps: the native API with ``bench_core.states``; ``ArchiveSaver``
 through the graph of ``bench_postgres.build_graph``, ``messages`` as ``add_messages`` and as
-``DeltaChannel``), then ``--repeats`` rounds, the stores alternating, each read in a fresh process that
+``DeltaChannel``; ``PostgresSaver`` with ``DeltaChannel`` on a server started as ``bench_postgres.py`` does,
+when one can be), then ``--repeats`` rounds, the stores alternating, each read in a fresh process that
 does what ``bench_postgres.fresh_reads`` / ``peers.fresh_read`` do: imports, one untimed open, then
 ``load`` (native ``load`` / ``get_tuple``) on a newly opened store, then the same on another new one.
 
@@ -26,14 +27,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from bench_core import states
 from bench_postgres import CONFIG, THREAD, build_graph
 from peers import open_store
+from pg_server import PostgresServer, missing
 
 CASES = [("native", ""), ("ArchiveSaver", "add_messages"), ("ArchiveSaver", "DeltaChannel")]
+READS = 6  # reads per process: the first, "again", and more to see where the first full collection lands
+PG_CASE = ("PostgresSaver", "DeltaChannel")  # the peer of bench_postgres.py, when a server can be started
 
 
 class GcClock:
@@ -87,15 +92,14 @@ def profile_read(store: str, where: str) -> None:
 
 
 def child(store: str, channel: str, where: str, settled: bool, profile: bool) -> dict[str, Any]:
+    clock = GcClock()
     open_store(store, where, {}).close()  # imports and the first open, untimed (as fresh_reads does)
     if store != "native":
         build_graph(None, channel, 10)  # the graph's imports
     if settled:
         gc.collect()
-    clock = GcClock()
-    out: dict[str, Any] = {"objects": len(gc.get_objects())}
-    for op in ("first", "again"):
-        clock.take()
+    out: dict[str, Any] = {"objects": len(gc.get_objects()), "warm_gc": clock.take()}
+    for op in ("first", "again", *(f"read{i}" for i in range(3, READS + 1))):
         if profile and op == "first":
             profile_read(store, where)
             continue
@@ -106,13 +110,17 @@ def child(store: str, channel: str, where: str, settled: bool, profile: bool) ->
     return out
 
 
-def build(root: str, steps: int) -> dict[tuple[str, str], str]:
+def build(root: str, steps: int, pg: PostgresServer | None) -> dict[tuple[str, str], str]:
     """The archives under ``root``: those there already are kept (an earlier ``--root``)."""
     paths = {}
-    for store, channel in CASES:
-        where = paths[(store, channel)] = f"{root}/{store}-{channel or 'native'}"
-        if Path(where).exists():
-            continue
+    for store, channel in cases(pg):
+        if store == "PostgresSaver":
+            assert pg is not None
+            where = paths[(store, channel)] = pg.create_database("first_read")
+        else:
+            where = paths[(store, channel)] = f"{root}/{store}-{channel or 'native'}"
+            if Path(where).exists():
+                continue
         s = open_store(store, where, {})
         if store == "native":
             for i, state in enumerate(states(steps)):
@@ -122,6 +130,17 @@ def build(root: str, steps: int) -> dict[tuple[str, str], str]:
             graph.invoke({"step": -1}, {**CONFIG, "recursion_limit": steps + 10}, durability="sync")
         s.close()
     return paths
+
+
+def cases(pg: PostgresServer | None) -> list[tuple[str, str]]:
+    return [*CASES, PG_CASE] if pg is not None else CASES
+
+
+def landed(r: dict[str, Any]) -> str:
+    """The reads of one process in which a full collection ran (1 = the first), with its ms."""
+    ops = ["first", "again", *(f"read{i}" for i in range(3, READS + 1))]
+    hits = [f"{i}:{r[op + '_gc']['gc2_ms']:.0f}" for i, op in enumerate(ops, 1) if r[op + "_gc"]["runs"][2]]
+    return ",".join(hits) or "none"
 
 
 def fmt(xs: list[float]) -> str:
@@ -140,30 +159,40 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--root", help="where the archives are built, kept and reused (default: a temp dir)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-first-") as tmp:
+    reason = missing()
+    if reason:
+        print(f"PostgresSaver skipped: {reason}", file=sys.stderr)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-first-") as tmp,
+        PostgresServer() if not reason else nullcontext() as pg,
+    ):
         root = args.root or tmp
-        paths = build(root, args.steps)
+        paths = build(root, args.steps, pg)
         modes = ["0", "1"] if args.settled else ["0"]
         got: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         for _ in range(args.repeats):
-            for case in CASES:
+            for case in cases(pg):
                 for mode in modes:
                     cmd = [sys.executable, __file__, "--child", *case, paths[case], mode, "0"]
                     r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
                     got.setdefault((*case, mode), []).append(r)
         if args.profile:
-            for case in CASES:
+            for case in cases(pg):
                 print(f"--- cProfile, first read: {case}", file=sys.stderr, flush=True)
                 cmd = [sys.executable, __file__, "--child", *case, paths[case], "0", "1"]
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     print(f"steps={args.steps} repeats={args.repeats}; ms, min–max (median) over the repeats")
-    print("| store | messages | gc settled | objects | first read | of which full gc | again | of which full gc |")
-    print("|---" * 8 + "|")
+    print(
+        "| store | messages | gc settled | objects | first read | of which full gc | again | of which full gc "
+        f"| full gc in reads 1..{READS} (each process) |"
+    )
+    print("|---" * 9 + "|")
     for (store, channel, mode), rs in got.items():
         print(
             f"| {store} | {channel or '-'} | {'yes' if mode == '1' else 'no'} | {rs[0]['objects']:,} "
             f"| {fmt([r['first'] for r in rs])} | {fmt([r['first_gc']['gc2_ms'] for r in rs])} "
-            f"| {fmt([r['again'] for r in rs])} | {fmt([r['again_gc']['gc2_ms'] for r in rs])} |"
+            f"| {fmt([r['again'] for r in rs])} | {fmt([r['again_gc']['gc2_ms'] for r in rs])} "
+            f"| {' '.join(landed(r) for r in rs)} |"
         )
 
 
