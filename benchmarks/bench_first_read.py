@@ -9,7 +9,13 @@ does what ``bench_postgres.fresh_reads`` / ``peers.fresh_read`` do: imports, one
 
 Each timed read also reports how long CPython's cyclic garbage collector ran inside it, per generation
 (``gc.callbacks``): a full (generation 2) collection walks every tracked object of the process, most of
-them made by imports, and runs in whichever operation first allocates enough after them.
+them made by imports, and runs in whichever operation first allocates enough after them. Which read
+that is depends on where the imports left the collector's counters, so a first read without a full
+collection has not escaped it: the last column shows in which of the process's reads it landed.
+Found with this script (1,000 steps, local disk): the first ``ArchiveSaver.get_tuple`` held the process's
+first full collection (~75 ms of ~100 ms); ``analysis.dataset`` now imports ``pyarrow.dataset`` (and
+pandas with it, ~25,000 objects) only in ``open_dataset``, so every full collection is that much cheaper,
+and in these processes the first one moved to the 9th read (~70 ms there), which is luck, not a saving.
 
 ``--settled`` also runs every read with ``gc.collect()`` after the untimed open (what the read costs
 without the imports' pending collection); ``--profile`` prints cProfile's top lines of one first read
