@@ -249,3 +249,11 @@ def test_dask_one_liner(built: Any, backend: str) -> None:
     assert len(df) == table.num_rows
     counts = df.groupby("thread_id").size().compute().to_dict()
     assert counts == {t: table.filter(ds.field("thread_id") == t).num_rows for t in sample_archive.THREADS}
+
+
+def test_importing_the_package_leaves_pandas_unimported() -> None:
+    """pyarrow.dataset imports pandas: ~25,000 more objects that every full collection of a user's process
+    walks (the first one ran inside a fresh process's first read, ~75 ms); only ``open_dataset`` needs it."""
+    code = "import sys, ckpt_archive.analysis; print(sorted({'pandas', 'pyarrow.dataset'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"

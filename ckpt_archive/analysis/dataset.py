@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import fsspec
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
@@ -33,6 +32,9 @@ from ..format import layout
 from ..format.objects import SEGMENT_SCHEMA
 from ..storage import ObjectStore
 from .frames import Source, archive_of, checkpoints_table
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 THREAD_META = b"ckpt_archive.thread_id"
 DELTA_SCHEMA = (
@@ -66,6 +68,10 @@ def open_dataset(
     files listed. ``kind="checkpoints"``: the rows of ``checkpoints_table``
     (read from the manifest, always complete) as an in-memory dataset.
     """
+    # imported here: pyarrow.dataset imports pandas, ~50,000 objects every full collection of the
+    # process walks (and ~0.1 s of import), and ``import ckpt_archive`` reaches this module
+    import pyarrow.dataset as ds
+
     if kind == "checkpoints":
         return ds.dataset(checkpoints_table(source, threads, storage_options=storage_options))
     if kind != "deltas":
