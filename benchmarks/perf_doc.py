@@ -27,7 +27,9 @@ not edit by hand. What the runs showed, and why the targets not met are not met,
 How it is measured: every store gets the same workload in one run on this project's 2-core machine; S3 is
 moto served over HTTP on loopback, with requests counted at the server and sequential round trips
 counted client side (`ckpt_archive.testing.FsspecRoundTrips`). Load latest, list all and list(limit=1) run in a
-fresh process on a newly opened store object. Timings on a shared VM vary between runs: compare stores
+fresh process on a newly opened store object, after a full garbage collection (untimed, for every store:
+the first one after the imports would otherwise land in whichever read crosses its threshold,
+`bench_first_read.py`). Timings on a shared VM vary between runs: compare stores
 within one table, not across runs; bytes and request counts are exact. Peers come from the `bench` extra
 (`langgraph-checkpoint-objectstorage`, `langgraph-checkpoint-sqlite`, `langgraph-checkpoint-postgres`
 on a PostgreSQL server the benchmark starts on loopback, LangGraph's `InMemorySaver`).
