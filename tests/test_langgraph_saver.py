@@ -443,3 +443,24 @@ def test_a_cold_get_tuple_is_two_round_trips_after_every_put() -> None:
         got = ArchiveSaver(ca.ArchiveCheckpointer(trips)).get_tuple(_config("t"))
         assert got is not None and got.config == last and [w[2] for w in got.pending_writes or []] == [{"n": n}]
         assert trips.depth == 3 and trips.requests["list_dir"] == 1, (n, trips.calls)  # hint; probes, writes; task
+
+
+def test_delta_channel_history_reads_the_manifest_once() -> None:
+    """``get_delta_channel_history`` walks the parent chain in batches; the manifest it listed the thread
+    from serves every batch, so the log is read as often for a walk of 20 ancestors as of 70 (each
+    batch read the manifest again, one probe of the log per batch)."""
+    log_reads = {}
+    for n in (20, 70):
+        url = f"memory://lg-history-one-manifest-{n}"
+        saver = ArchiveSaver.from_url(url, full_snapshot_interval=10)
+        cfg = _config("t")
+        for i in range(n):  # "d" is versioned but never stored with a value: the walk reaches the root
+            cp = generate_checkpoint(channel_values={"turn": i})
+            cp["channel_versions"] = {"turn": i + 1, "d": i + 1}
+            cfg = saver.put(cfg, cp, generate_metadata(step=i), {"turn": i + 1, "d": i + 1})
+            saver.put_writes(cfg, [("d", f"w{i}")], f"task-{i}", "p")
+        trips = RoundTrips(ca.open_store(url))
+        history = ArchiveSaver(ca.ArchiveCheckpointer(trips)).get_delta_channel_history(config=cfg, channels=["d"])
+        assert [w[2] for w in history["d"]["writes"]] == [f"w{i}" for i in range(n - 1)]  # the target's own: not
+        log_reads[n] = sum(1 for name, key, _ in trips.calls if name == "get" and "/_log/" in key)
+    assert log_reads[20] == log_reads[70], log_reads

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...model import CheckpointInfo
+from ...ops.reads import Manifest
 from . import writes as W
 from .reading import SaverReads, lg_ids
 
@@ -84,15 +85,22 @@ def _step(
 
 
 async def collect_history(
-    saver: SaverReads, at: str, index: dict[str, CheckpointInfo], target: str | None, channels: list[str]
+    saver: SaverReads,
+    at: str,
+    index: dict[str, CheckpointInfo],
+    target: str | None,
+    channels: list[str],
+    m: Manifest | None = None,
 ) -> dict[str, History]:
+    """``m``: the manifest ``index`` was listed from, so that the walk's batches read no other (without
+    it each batch reads the thread's manifest again, as a walk over a thread being rewritten must)."""
     result = {ch: History() for ch in channels}
     remaining = set(channels)
     newest_first: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
     info = index.get(target) if target else None
     if info is None:
         return result
-    state = await saver.state(info.checkpoint_id, at) or {}
+    state = (await saver.states(at, [info.checkpoint_id], m)).get(info.checkpoint_id) or {}
     for ch, doc in (state.get("folded") or {}).items():
         if ch in remaining:
             result[ch] = History.from_json(doc)
@@ -103,7 +111,7 @@ async def collect_history(
             break
         batch = ancestors[start : start + BATCH]  # fetched concurrently, scanned newest first
         states, entries = await asyncio.gather(
-            saver.states(at, [a.checkpoint_id for a in batch]),
+            saver.states(at, [a.checkpoint_id for a in batch], m),
             W.read_many(saver.store, at, [lg_ids(a)[0] for a in batch]),
         )
         for a in batch:

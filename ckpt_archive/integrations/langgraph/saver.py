@@ -34,7 +34,7 @@ from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint, uuid7
-from ...ops.reads import cached_head
+from ...ops.reads import cached_head, listing
 from . import writes as W
 from .encoding import (
     LG_KEY,
@@ -206,9 +206,10 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
 
     async def _history(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, DeltaChannelHistory]:
         at = archive_thread(*target(config)[:2])
-        index = by_lg_id(await self.archive.alist(at))
+        m, infos = await listing(self.archive.engine, at)  # one manifest read for the whole walk
+        index = by_lg_id(infos)
         wanted = get_checkpoint_id(config) or (max(index) if index else None)
-        history: dict[str, History] = await collect_history(self, at, index, wanted, list(channels))
+        history: dict[str, History] = await collect_history(self, at, index, wanted, list(channels), m)
         codec = self.codec
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
