@@ -56,6 +56,7 @@ def parquet_bomb(checkpoint_id: str, rows: int = 1024, value: int = 1 << 20) -> 
             "key": pa.array(["x"] * rows),
             "path": pa.array(['["x"]'] * rows),
             "value": pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), big),
+            "target": pa.array([None] * rows, pa.string()),
         }
     )
     buf = io.BytesIO()

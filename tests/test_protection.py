@@ -189,8 +189,8 @@ def test_archive_stores_appended_messages_as_append_deltas(archive_url: Any) -> 
     assert fresh.load("m").messages == messages  # type: ignore[union-attr]
 
 
-def test_segments_without_target_column_still_read() -> None:
-    """Segments written before messages existed have no ``target`` column: every row is a state op."""
+def test_a_segment_without_the_target_column_is_refused() -> None:
+    """One format version: a segment lacking a column of ``SEGMENT_SCHEMA`` is not read as state ops."""
     old_schema = pa.schema([f for f in SEGMENT_SCHEMA if f.name != "target"])
     rows = {
         "thread_id": ["t"],
@@ -205,9 +205,8 @@ def test_segments_without_target_column_still_read() -> None:
     buf = io.BytesIO()
     table = pa.table(rows, schema=old_schema.with_metadata({b"ckpt_archive.format_version": b"1"}))
     pq.write_table(table, buf)
-    assert SegmentReader(buf.getvalue(), thread_id="t", key="k").ops("c", 0) == [
-        {"op": "set", "path": ["a"], "value": 1}
-    ]
+    with pytest.raises(ca.TruncatedObject, match="no 'target' column"):
+        SegmentReader(buf.getvalue(), thread_id="t", key="k")
 
 
 # -- tampering with the stored bytes ---------------------------------------------------------------

@@ -29,8 +29,7 @@ SEGMENT_SCHEMA = pa.schema(
         ("target", pa.string()),
     ]
 )
-"""``target`` is null for a state op and ``"messages"`` for an op on the message list; segments
-written before the column existed have no ``target`` column (every row is a state op)."""
+"""``target`` is null for a state op and ``"messages"`` for an op on the message list."""
 # Statistics on JSON values would store each large value twice more (min/max); keep them where they
 # help predicate pushdown. The thread id comes from the hive partition folder.
 _PARQUET_OPTIONS: dict[str, Any] = {
@@ -215,10 +214,15 @@ class SegmentReader:
         try:
             # string columns come back dictionary-encoded, as stored: a small dictionary page
             # repeated over many rows is only expanded once its decoded size is known (``_read``)
-            names = pq.ParquetFile(io.BytesIO(data)).schema_arrow.names
-            strings = [name for name in _STRINGS if name in names]
-            self._file = pq.ParquetFile(io.BytesIO(data), read_dictionary=strings)
+            self._file = pq.ParquetFile(io.BytesIO(data), read_dictionary=_STRINGS)
             meta = self._file.schema_arrow.metadata or {}
+        except KeyError as exc:  # a string column of SEGMENT_SCHEMA is missing (pyarrow names it in bytes)
+            name = exc.args[0].decode(errors="replace") if isinstance(exc.args[0], bytes) else exc.args[0]
+            raise TruncatedObject(
+                f"delta segment has no {name!r} column: not a segment this format writes",
+                thread_id=thread_id,
+                key=key,
+            ) from None
         except Exception as exc:  # pyarrow raises many types for garbage input
             raise TruncatedObject(
                 f"delta segment is not a readable Parquet file ({type(exc).__name__})",
@@ -278,10 +282,7 @@ class SegmentReader:
             )
         declared = sum(meta.column(c).total_uncompressed_size for c in range(meta.num_columns))
         limits.check_read("row group", declared, what, **where)
-        columns = ["checkpoint_id", "op", "path", "value"]
-        has_target = "target" in self._file.schema_arrow.names
-        if has_target:
-            columns.append("target")
+        columns = ["checkpoint_id", "op", "path", "value", "target"]
         table = self._file.read_row_group(row_group, columns=columns)
         decoded = 0
         for name in columns:
@@ -291,10 +292,7 @@ class SegmentReader:
         limits.check_read("row group", decoded, f"{what} (decoded)", **where)
         # the size is known now: Arrow expands the dictionaries (to Python, element by element through
         # dictionary scalars, that was half the cost of listing a thread)
-        rows: dict[str, list[Any]] = {name: _plain(table.column(name)).to_pylist() for name in columns}
-        if not has_target:
-            rows["target"] = [None] * table.num_rows
-        return rows
+        return {name: _plain(table.column(name)).to_pylist() for name in columns}
 
 
 def _plain(column: pa.ChunkedArray) -> pa.ChunkedArray:
