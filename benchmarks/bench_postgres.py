@@ -121,6 +121,7 @@ def fresh_reads(store: str, channel: str, where: str, steps: int) -> dict[str, A
     out: dict[str, Any] = {}
     for op in ("load", "load_again", "history", "state", "list", "list1"):
         gc.collect()  # as peers.fresh_read: a collection owed by the imports lands in no timed read
+        built = 0.0  # building the graph (1,000 message texts) is the benchmark's, not the read's
         t0 = time.perf_counter()
         s = open_store(store, where, {})
         if op in ("load", "load_again"):  # the first read in a process, then the same on another new saver
@@ -129,10 +130,13 @@ def fresh_reads(store: str, channel: str, where: str, steps: int) -> dict[str, A
             h = s.saver.get_delta_channel_history(config=CONFIG, channels=["messages"])["messages"]
             out["history_writes"] = len(h["writes"])
         elif op == "state":
-            out["messages"] = len(build_graph(s.saver, channel, steps).get_state(CONFIG).values["messages"])
+            tb = time.perf_counter()
+            graph = build_graph(s.saver, channel, steps)
+            built = time.perf_counter() - tb
+            out["messages"] = len(graph.get_state(CONFIG).values["messages"])
         else:
             out["n_" + op] = s.list(THREAD, 1 if op == "list1" else None)
-        out[op] = time.perf_counter() - t0
+        out[op] = time.perf_counter() - t0 - built
         s.close()
     return out
 
