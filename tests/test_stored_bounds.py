@@ -167,14 +167,16 @@ def test_an_oversized_object_is_refused_having_downloaded_at_most_its_bound(back
 def test_a_read_within_the_bound_is_whole_and_one_request(backend: Backend, size: int) -> None:
     """Empty (a ranged GET of it is answered 416 on every service), smaller than the range, exactly at
     the bound: the object's bytes, in one request; one byte more is refused. A key with no bound (a
-    LangGraph write, a foreign file) is read whole, empty included."""
+    LangGraph write, a foreign file) is read whole, empty included.
+
+    Each read gets a fresh store (a fresh connection pool): fake-gcs-server closes the connection after
+    a 416 without saying so, and the client then resends the *next* request on a new connection."""
     data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     backend.plant(layout.ARCHIVE_MARKER, data)
     backend.plant("_ids/abc", data)
     backend.plant("foreign/blob", data)
-    store = backend.store()
     for key in (layout.ARCHIVE_MARKER, "_ids/abc", "foreign/blob"):
-        store.reset()
+        store = backend.store()
         wire = backend.wire
         if wire is not None:
             wire.reset()
