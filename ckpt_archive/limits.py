@@ -4,7 +4,7 @@ An archive is often written by someone else, so a reader must not let a stored o
 much memory it takes: a 62 KB zstd frame can expand to gigabytes. Each kind of object gets a bound
 on its decoded size, derived from what a writer can produce, and a reader refuses an object over it
 (``ObjectTooLarge``) before decoding it: by the stored size (``ObjectStore.get``: on local disk before
-the read, by ``fstat``; on object stores once the bytes are in), by the content
+the read, by ``fstat``; on object stores by a ranged read of at most one byte past it), by the content
 size a zstd frame declares in its header (``codec.decompress``), by the row counts and sizes a
 Parquet footer declares (``objects.SegmentReader``).
 
@@ -93,12 +93,14 @@ def check_read(
         )
 
 
-def check_stored(kind: str, size: int, *, key: str | None = None) -> None:
-    """Refuse a stored object of ``kind`` bigger than a writer stores, before reading it."""
+def check_stored(kind: str, size: int, *, key: str | None = None, at_least: bool = False) -> None:
+    """Refuse a stored object of ``kind`` bigger than a writer stores, before reading it (or all of it:
+    ``at_least``, ``size`` is what a read bounded to one byte past the limit got, not the object's size)."""
     limit = stored_limit(kind)
     if size > limit:
         raise ObjectTooLarge(
-            f"{kind} object is {size} bytes, more than any {kind} is stored in ({limit}): refused "
+            f"{kind} object is {size} bytes{' or more' if at_least else ''}, more than any {kind} is stored "
+            f"in ({limit}): refused "
             "(not written by ckpt_archive, or damaged; delete or restore it)",
             key=key,
         )

@@ -92,7 +92,8 @@ class ObjectStore(abc.ABC):
     async def get(self, key: str) -> bytes:
         """Bytes of ``key``; FileNotFoundError if absent; ``ObjectTooLarge`` if an archive object is
         bigger than any writer stores for its kind (``limits``), checked before reading it where the
-        size is known first (local disk) and before anyone decodes it elsewhere."""
+        size is known first (local disk), by a read bounded to one byte past it on object stores, and
+        before anyone decodes it elsewhere (memory). An empty object is b"" on every backend."""
         return await self.retry.run(lambda: self._read(key), self.root, key)
 
     async def get_or_none(self, key: str) -> bytes | None:

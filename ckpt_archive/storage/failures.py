@@ -136,6 +136,13 @@ def _no_bucket(exc: BaseException) -> bool:
     return False
 
 
+def empty_object(exc: BaseException) -> bool:
+    """HTTP 416 to a read from byte 0: the object is there and empty. A range is unsatisfiable only when
+    its first byte is at or past the end (RFC 9110, 14.1.1), and S3, GCS and Azure all answer so a ranged
+    GET of an empty object (checked on moto, fake-gcs-server and Azurite), where an unranged one gets b""."""
+    return any(_status(e) == 416 for e in _causes(exc))
+
+
 def absent(exc: BaseException) -> bool:
     """A key or folder that is not there (an answer), as opposed to a bucket that is not (an error)."""
     return isinstance(exc, FileNotFoundError) and not _no_bucket(exc)

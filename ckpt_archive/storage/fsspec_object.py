@@ -2,7 +2,13 @@
 
 Put-if-absent is the service's own conditional create, ``_pipe_file(mode="create")``: S3 sends
 ``If-None-Match: *``, GCS ``ifGenerationMatch=0``, Azure an ``If-None-Match`` condition; a loser
-gets ``FileExistsError``. Reads use ``start=0`` so s3fs sends one GET, not a sizing HEAD first.
+gets ``FileExistsError``.
+
+A read is one ranged GET from byte 0 (``start=0``: s3fs sends no sizing HEAD first). An archive object
+of a bounded kind is read to at most one byte past its bound (``limits.stored_limit``), so an
+oversized one is refused with no more than that downloaded, as ``fstat`` refuses it unread on local
+disk; the one request stays one. A range from byte 0 of an empty object is answered 416 by every
+service: that reply is the empty object (``failures.empty_object``).
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ from typing import Any, Unpack
 
 import fsspec
 
+from .. import limits
 from .base import Listing, ObjectStore, StoreOptions
-from .failures import unless_absent
+from .failures import empty_object, unless_absent
 from .listing import listing, names
 
 OBJECT_STORE_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs", "abfs", "az", "abfss", "adl"})
@@ -43,7 +50,16 @@ class FsspecObjectStore(ObjectStore):
         return hasattr(self.fs, "_call_s3")
 
     async def _get(self, key: str, kind: str | None) -> bytes:
-        return bytes(await self.fs._cat_file(self.path(key), start=0))  # start=0: one GET, no sizing HEAD
+        end = None if kind is None else limits.stored_limit(kind) + 1
+        try:
+            data = bytes(await self.fs._cat_file(self.path(key), start=0, end=end))
+        except Exception as exc:
+            if empty_object(exc):
+                return b""
+            raise
+        if kind is not None and len(data) == end:  # the range was cut short: the object is bigger still
+            limits.check_stored(kind, len(data), key=key, at_least=True)
+        return data
 
     async def _list_dir(self, prefix: str) -> list[str]:
         path = self.path(prefix)
