@@ -21,11 +21,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from ckpt_archive.format.manifest import seal, unseal
 
 import ckpt_archive as ca
 from ckpt_archive import codec, limits
 from ckpt_archive.format import layout
+from ckpt_archive.format.manifest import seal, unseal
 
 BOMB = (2 << 30) - (1 << 20)  # just under 2 GiB expanded (the old cap per object was 2 GiB)
 PEAK_MB = 256
