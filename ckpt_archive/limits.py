@@ -93,6 +93,19 @@ def check_read(
         )
 
 
+def read_end(kind: str | None) -> int | None:
+    """Where a read of an object of ``kind`` stops: one byte past its stored bound (None: no bound), so
+    a bigger object costs a reader that many bytes, never its whole size (``check_cut`` then refuses it)."""
+    return None if kind is None else stored_limit(kind) + 1
+
+
+def check_cut(kind: str | None, data: bytes, *, key: str | None = None) -> bytes:
+    """``data`` as a read stopped at ``read_end(kind)`` got it, refused when the stop cut it short."""
+    if kind is not None and len(data) > stored_limit(kind):
+        check_stored(kind, len(data), key=key, at_least=True)
+    return data
+
+
 def check_stored(kind: str, size: int, *, key: str | None = None, at_least: bool = False) -> None:
     """Refuse a stored object of ``kind`` bigger than a writer stores, before reading it (or all of it:
     ``at_least``, ``size`` is what a read bounded to one byte past the limit got, not the object's size)."""

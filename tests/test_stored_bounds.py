@@ -128,14 +128,14 @@ def _allocated() -> Iterator[list[int]]:
         tracemalloc.stop()
 
 
-@pytest.fixture(params=["local", "s3", "gcs", "azure"])
+@pytest.fixture(params=["local", "memory", "s3", "gcs", "azure"])
 def backend(
     request: pytest.FixtureRequest, archive_url: Callable[..., tuple[str, dict[str, Any]]]
 ) -> Iterator[Backend]:
     url, opts = archive_url(request.param)
     raw, path = fsspec.core.url_to_fs(url, **opts)
-    if request.param == "local":
-        yield Backend("local", url, opts, raw, path)
+    if request.param in ("local", "memory"):  # no wire: what the read allocates is measured
+        yield Backend(request.param, url, opts, raw, path)
         return
     server = request.getfixturevalue(_SERVERS[request.param])
     wire = WireCounter(server.port)

@@ -50,16 +50,13 @@ class FsspecObjectStore(ObjectStore):
         return hasattr(self.fs, "_call_s3")
 
     async def _get(self, key: str, kind: str | None) -> bytes:
-        end = None if kind is None else limits.stored_limit(kind) + 1
         try:
-            data = bytes(await self.fs._cat_file(self.path(key), start=0, end=end))
+            data = bytes(await self.fs._cat_file(self.path(key), start=0, end=limits.read_end(kind)))
         except Exception as exc:
             if empty_object(exc):
                 return b""
             raise
-        if kind is not None and len(data) == end:  # the range was cut short: the object is bigger still
-            limits.check_stored(kind, len(data), key=key, at_least=True)
-        return data
+        return limits.check_cut(kind, data, key=key)
 
     async def _list_dir(self, prefix: str) -> list[str]:
         path = self.path(prefix)

@@ -13,6 +13,7 @@ from typing import Unpack
 
 import fsspec
 
+from .. import limits
 from .base import Listing, ObjectStore, StoreOptions
 from .sync_fs import SyncFs, inline
 
@@ -31,7 +32,7 @@ class MemoryStore(ObjectStore):
         return False
 
     async def _get(self, key: str, kind: str | None) -> bytes:
-        return await self._files.cat(self.path(key))
+        return limits.check_cut(kind, await self._files.cat(self.path(key), limits.read_end(kind)), key=key)
 
     async def _list_dir(self, prefix: str) -> list[str]:
         return await self._files.names(self.path(prefix))

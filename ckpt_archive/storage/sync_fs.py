@@ -42,8 +42,9 @@ class SyncFs:
         self.fs = fs
         self.run = run
 
-    async def cat(self, path: str) -> bytes:
-        return bytes(await self.run(self.fs.cat_file, path))
+    async def cat(self, path: str, end: int | None = None) -> bytes:
+        """The file's bytes, up to ``end`` (``limits.read_end``: a read never takes more than a bound)."""
+        return bytes(await self.run(self.fs.cat_file, path, 0, end))
 
     async def names(self, path: str) -> list[str]:
         return names(path, await self.run(lambda: self.fs.ls(path, detail=False)))
