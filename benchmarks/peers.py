@@ -376,6 +376,19 @@ def messages_in(state: dict[str, Any]) -> int:
     return len(state.get("messages", ()))
 
 
+def _shared_fs(store: str, url: str, opts: dict[str, Any]) -> fsspec.AbstractFileSystem:
+    """The cached S3 filesystem instance the store's reads go through. Ours opens it with botocore's
+    retries off (``ckpt_archive.storage.open_store``), so fsspec caches it apart from the peers' own
+    (a counter on the peers' instance saw none of our requests: round trips read 0)."""
+    if store in ("native", "ArchiveSaver"):
+        from ckpt_archive.storage import open_store as open_object_store
+
+        fs = open_object_store(url, opts).fs
+        assert fs is not None
+        return fs
+    return fsspec.filesystem("s3", **opts)
+
+
 def fresh_read(store: str, url: str, opts: dict[str, Any], thread: str, marker: str | None) -> dict[str, Any]:
     """Time load-latest, list-all and list(limit=1), each on a newly opened store object.
 
@@ -388,7 +401,7 @@ def fresh_read(store: str, url: str, opts: dict[str, Any], thread: str, marker: 
     """
     opts = {**opts, "skip_instance_cache": False} if opts else opts
     open_store(store, url, opts).close()
-    mark_fs = fsspec.filesystem("s3", **opts) if marker else None
+    mark_fs = _shared_fs(store, url, opts) if marker else None
     trips = None
     if mark_fs is not None:
         from ckpt_archive.testing import FsspecRoundTrips

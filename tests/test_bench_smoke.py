@@ -56,6 +56,16 @@ def test_peer_benchmark_smoke_local(tmp_path: Path) -> None:
     assert (tmp_path / "w1_bytes.png").stat().st_size > 1000
 
 
+def test_peer_benchmark_counts_our_round_trips_on_s3(tmp_path: Path) -> None:
+    """The fresh reads' round trips are counted on the filesystem each store reads through (ours opens
+    its own S3 instance, botocore retries off: a counter on the peers' one read 0 for us)."""
+    stores = ",".join(s for s in ("native", "ArchiveSaver") if available(s))
+    cmd = [sys.executable, str(BENCH / "bench_peers.py"), "--smoke", "--targets", "s3", "--stores", stores]
+    subprocess.run([*cmd, "--out", str(tmp_path)], check=True, capture_output=True, text=True, timeout=300)
+    for r in json.loads((tmp_path / "peers.json").read_text())["w1"]:
+        assert r["rt_load"] == 2 and r["rt_list1"] == 2 and r["rt_list"] >= 2, r
+
+
 def test_save_cpu_benchmark_smoke(tmp_path: Path) -> None:
     cmd = [sys.executable, str(BENCH / "bench_save_cpu.py"), "--steps", "120", "--out", str(tmp_path)]
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
