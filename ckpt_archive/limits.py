@@ -101,7 +101,7 @@ def read_end(kind: str | None) -> int | None:
 
 def check_cut(kind: str | None, data: bytes, *, key: str | None = None) -> bytes:
     """``data`` as a read stopped at ``read_end(kind)`` got it, refused when the stop cut it short."""
-    if kind is not None and len(data) > stored_limit(kind):
+    if kind is not None:
         check_stored(kind, len(data), key=key, at_least=True)
     return data
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import uuid
 from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
@@ -146,8 +147,10 @@ def id_key(checkpoint_id: str) -> str:
     return f"_ids/{encode_id(checkpoint_id, 'checkpoint_id')}.json"
 
 
-def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str, token: str) -> str:
-    """A snapshot written after the fact (re-base, edit, copy): a fresh key, never an overwrite."""
+def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
+    """A snapshot written after the fact (re-base, edit, copy): a fresh key (a random token), never an
+    overwrite of the snapshot a save or an earlier rewrite wrote."""
+    token = uuid.uuid4().hex[:12]
     return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
 
 

@@ -9,7 +9,6 @@ full snapshot of that checkpoint, the only object the new thread needs.
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +27,7 @@ def _copied_ref(dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> A
     """The reference for ``rec`` in thread ``dst``; records the server-side copies to make in ``copies``."""
     ref = dict(rec["ref"])
     if ref["type"] == "snapshot":
-        key = layout.rewrite_snapshot_key(dst, rec["step"], new_id, uuid.uuid4().hex[:12])
+        key = layout.rewrite_snapshot_key(dst, rec["step"], new_id)
         copies[ref["key"]] = key
         if ref.get("pages"):  # the shared pages it needs, under the new thread
             ref["pages"] = [{**p, "key": layout.page_key(dst, p["digest"])} for p in ref["pages"]]
@@ -68,7 +67,7 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
             size = int(ref.get("size", 0))
         else:
             content = await engine.contents.content_of(src, checkpoint_id)
-            key = layout.rewrite_snapshot_key(new_thread_id, rec["step"], new_id, uuid.uuid4().hex[:12])
+            key = layout.rewrite_snapshot_key(new_thread_id, rec["step"], new_id)
             ref, objects, size = engine.contents.snapshot(new_thread_id, new_id, key, content, {})
         meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
         meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}

@@ -17,7 +17,6 @@ further down that chain then hang off the re-based checkpoint unchanged.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypedDict
@@ -65,7 +64,7 @@ class Rebase:
         The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
         """
         thread_id = self.m.thread_id
-        key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"], uuid.uuid4().hex[:12])
+        key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"])
         ref, objects, size = self.engine.contents.snapshot(thread_id, rec["id"], key, content, self.known)
         self.known.update((p["digest"], p) for p in ref.get("pages", ()))
         self.writes.extend(objects)
