@@ -10,11 +10,7 @@ counts the C allocations of zstd and pyarrow, unlike tracemalloc) stays under ``
 from __future__ import annotations
 
 import io
-import json
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +22,7 @@ import ckpt_archive as ca
 from ckpt_archive import codec, limits
 from ckpt_archive.format import layout
 from ckpt_archive.format.manifest import seal, unseal
+from tests.capped import run_capped
 
 BOMB = (2 << 30) - (1 << 20)  # just under 2 GiB expanded (the old cap per object was 2 GiB)
 PEAK_MB = 256
@@ -108,45 +105,21 @@ def forge(root: Path, target: Path, data: bytes) -> None:
 
 
 _READER = """
-import json, resource, sys
-import ckpt_archive as ca
-root, ids, want = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
-out = {}
-def attempt(name, fn, expect):
-    try:
-        got = fn()
-        out[name] = "ok" if got == expect else got if name == "verify" else "WRONG"
-    except ca.CheckpointError as exc:
-        out[name] = type(exc).__name__
-    except BaseException as exc:
-        out[name] = "UNTYPED " + type(exc).__name__ + ": " + str(exc)[:200]
+root, ids, want = args["root"], args["ids"], args["states"]
 cp = ca.open_archive(root)
 attempt("load", lambda: cp.load("t").state, want[-1])
 attempt("list", lambda: [i.checkpoint_id for i in cp.list("t")], ids)
 attempt("load_by_id", lambda: cp.load_by_id(ids[1]).state, want[1])
 def verify():
     report = ca.open_archive(root).verify()
-    return "ok" if report.ok else "reported " + ",".join(sorted({p.kind for p in report.problems}))
-attempt("verify", verify, "ok")
-try:  # this process's own peak: ru_maxrss also counts the parent it was forked from (a big pytest)
-    hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]
-    out["peak_mb"] = int(hwm.split()[1]) / 1024
-except OSError:
-    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps(out))
+    return True if report.ok else "reported " + ",".join(sorted({p.kind for p in report.problems}))
+attempt("verify", verify, check=lambda got: got)
 """
 
 
 def read_in_child(root: Path, saved: list[ca.Checkpoint]) -> dict[str, Any]:
-    ids = json.dumps([c.checkpoint_id for c in saved])
-    states = json.dumps([c.state for c in saved])
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run(
-        [sys.executable, "-c", _READER, str(root), ids, states], capture_output=True, text=True, env=env, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    args = {"root": str(root), "ids": [c.checkpoint_id for c in saved], "states": [c.state for c in saved]}
+    return run_capped(_READER, args, timeout=600)
 
 
 def plant(root: Path, kind: str, saved: list[ca.Checkpoint]) -> None:

@@ -1,0 +1,73 @@
+"""Run hostile reads in a child process with an address-space cap, and report their peak memory.
+
+A bomb that gets past a bound must fail its test, not take the machine: the child runs under
+``RLIMIT_AS`` (``CAP_MB``), so a runaway allocation ends in a ``MemoryError`` the child reports (as an
+untyped error, which fails the test) instead of swapping the host. Its own peak resident memory
+(``VmHWM``, which counts the C allocations of zstd and pyarrow, unlike tracemalloc) comes back with
+the results, for the test to hold against a bound.
+
+One harness for every bomb test (``test_bombs.py``, special files, imports, footers): each passes a
+snippet that fills ``out`` with ``attempt(name, fn, expect)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+CAP_MB = 1536
+"""The child's address space: a clean read of the test archives peaks near 150 MB resident (pyarrow
+and zstd reserve more address space than they touch, so this is not a resident-memory bound)."""
+
+_PRELUDE = """
+import json, resource, sys
+cap = int(sys.argv[1]) << 20
+resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+import ckpt_archive as ca
+args = json.loads(sys.argv[2])
+out = {}
+def attempt(name, fn, expect=None, *, check=None):
+    try:
+        got = fn()
+        ok = (check(got) if check is not None else got == expect)
+        out[name] = "ok" if ok is True else ok if isinstance(ok, str) else "WRONG"
+    except ca.CheckpointError as exc:
+        out[name] = type(exc).__name__
+    except BaseException as exc:
+        out[name] = "UNTYPED " + type(exc).__name__ + ": " + str(exc)[:200]
+"""
+
+_EPILOGUE = """
+try:  # this process's own peak: ru_maxrss also counts the parent it was forked from (a big pytest)
+    hwm = [line for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]
+    out["peak_mb"] = int(hwm.split()[1]) / 1024
+except OSError:
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(out))
+"""
+
+
+def run_capped(snippet: str, args: Any, *, cap_mb: int = CAP_MB, timeout: float = 300) -> dict[str, Any]:
+    """Run ``snippet`` (which reads ``args`` and records outcomes with ``attempt``) in a fresh process
+    capped at ``cap_mb`` of address space; its ``out`` dict, with ``peak_mb`` added."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    code = _PRELUDE + snippet + _EPILOGUE
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(cap_mb), json.dumps(args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def untyped(result: dict[str, Any]) -> list[str]:
+    """The outcomes that are neither right nor a typed error."""
+    return [f"{k}: {v}" for k, v in result.items() if isinstance(v, str) and v.startswith(("UNTYPED", "WRONG"))]
