@@ -6,7 +6,7 @@ on its decoded size, derived from what a writer can produce, and a reader refuse
 (``ObjectTooLarge``) before decoding it: by the stored size (``ObjectStore.get``: on local disk before
 the read, by ``fstat``; on object stores by a ranged read of at most one byte past it), by the content
 size a zstd frame declares in its header (``codec.decompress``), by the row counts and sizes a
-Parquet footer declares (``objects.SegmentReader``).
+Parquet footer declares and by the page headers it points to (``objects.SegmentReader``).
 
 Writers never produce more, because the same table refuses it at write time (``StateTooLarge``):
 the state is checked before a save writes anything, a delta too big to stay inline is stored as a
@@ -44,6 +44,13 @@ of JSON per byte) and a few fixed fields."""
 ROW_GROUP_ROWS = 1 << 21
 """Rows of one row group of a delta segment: at most 64 checkpoints of at most ``INLINE_OPS_BYTES``
 of ops, each op at least ~35 bytes of JSON."""
+
+FOOTER_ITEMS = 4 * MAX_INLINE_DELTAS
+"""Elements of one list in a segment's Parquet footer (pyarrow reserves a list's declared length
+before reading it): its longest is its row groups, at most one per inline delta it took in."""
+
+FOOTER_STRING_BYTES = 1 * MiB
+"""One string of a segment's Parquet footer: the thread id (at most 64 KiB of UTF-8) is its longest."""
 
 # decoded bytes (uncompressed document, page, snapshot; for a segment: the Parquet object itself,
 # and the uncompressed size of one row group its footer declares)

@@ -17,11 +17,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive import codec, limits
 from ckpt_archive.format import layout
 from ckpt_archive.format.manifest import seal, unseal
+from ckpt_archive.format.objects import SEGMENT_SCHEMA, SegmentReader, encode_segment
+from ckpt_archive.format.thrift import ThriftError, read_struct
 from tests.capped import run_capped
 
 BOMB = (2 << 30) - (1 << 20)  # just under 2 GiB expanded (the old cap per object was 2 GiB)
@@ -63,6 +67,63 @@ def parquet_bomb(checkpoint_id: str, rows: int = 1024, value: int = 1 << 20) -> 
         writer.write_table(table)
         writer.add_key_value_metadata({"ckpt_archive.format_version": "1", "ckpt_archive.thread_id": "t"})
     return buf.getvalue()
+
+
+def lying_segment(checkpoint_id: str, rows: int = 200, value: int = 8 << 20) -> bytes:
+    """A delta segment of ``rows`` distinct ``value``-byte values (one page each, ~80 KB stored, 1.6 GB
+    decoded: distinct, so no dictionary shares them) whose footer declares 1000 bytes per column
+    chunk, as a forger can write it: each size's varint is rewritten in place, padded to its length
+    (compact Thrift accepts a varint of any length), so nothing else in the file moves."""
+    text = pa.py_buffer(bytes(range(33, 33 + rows)) + b"a" * value)  # value i: text[i : i + value]
+    values = [
+        pa.StringArray.from_buffers(1, pa.array([i, i + value], pa.int32()).buffers()[1], text) for i in range(rows)
+    ]
+
+    def same(array: pa.Array) -> pa.ChunkedArray:
+        return pa.chunked_array([array] * rows)
+
+    columns = [
+        same(pa.array([checkpoint_id])),
+        same(pa.array([1], pa.int64())),
+        same(pa.array(["set"])),
+        same(pa.array(["x"])),
+        same(pa.array(['["x"]'])),
+        pa.chunked_array(values),
+        same(pa.array([None], pa.string())),
+    ]
+    schema = SEGMENT_SCHEMA
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, schema, compression="zstd", store_schema=False) as writer:
+        writer.write_table(pa.Table.from_arrays(columns, schema=schema), row_group_size=rows)
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1", "ckpt_archive.thread_id": "t"})
+    data = buf.getvalue()
+    n = struct.unpack("<I", data[-8:-4])[0]
+    footer = data[-8 - n : -8]
+    group = pq.ParquetFile(io.BytesIO(data)).metadata.row_group(0)
+    for true in {group.column(c).total_uncompressed_size for c in range(group.num_columns)} | {group.total_byte_size}:
+        if true > 1000:
+            old = _varint(true << 1)  # zigzag of a positive i64
+            footer = footer.replace(old, _varint(1000 << 1, len(old)))
+    lie = data[: -8 - n] + footer + data[-8:]
+    group = pq.ParquetFile(io.BytesIO(lie)).metadata.row_group(0)
+    assert max(group.column(c).total_uncompressed_size for c in range(group.num_columns)) <= 1000
+    return lie
+
+
+def _varint(n: int, width: int = 1) -> bytes:
+    out = bytearray()
+    while n >> 7 or len(out) + 1 < width:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes([*out, n])
+
+
+def footer_list_bomb(length: int = 1000 * 1000) -> bytes:
+    """A Parquet file of a 1 KB footer whose schema list declares ``length`` elements (none follow):
+    a reader that reserves the list first takes ~200 MB for it."""
+    head = b"\x15\x02" + b"\x19\xfc" + _varint(length)  # FileMetaData{1: version 1, 2: list<struct> of length}
+    footer = head + b"\x00" * 1000
+    return b"PAR1" + footer + struct.pack("<I", len(footer)) + b"PAR1"
 
 
 def build(root: Path) -> list[ca.Checkpoint]:
@@ -153,6 +214,78 @@ def test_a_bombed_object_costs_a_reader_nothing(tmp_path: Path, kind: str) -> No
         assert [result[k] for k in ("load", "list", "load_by_id")] == ["ok"] * 3, result
     else:
         assert error in result.values(), result
+
+
+@pytest.mark.parametrize("bomb", ["lying sizes", "lying list"])
+def test_a_segment_whose_footer_lies_costs_a_reader_nothing(tmp_path: Path, bomb: str) -> None:
+    """The footer is all a reader checks before pyarrow decodes, and pyarrow allocates by what the
+    pages and lists say, not the footer's sizes: a segment whose footer understates its column chunks
+    (80 KB stored, 1.6 GB of pages) took a capped reader to 620 MB (2.2 GB uncapped) before a
+    ``TruncatedObject``; one whose footer declares a million-element list took ~300 MB for a 1 KB file."""
+    root = tmp_path / "archive"
+    saved = build(root)
+    target = objects_of(root, "delta segment")[-1]
+    forge(root, target, lying_segment(saved[1].checkpoint_id) if bomb == "lying sizes" else footer_list_bomb())
+    result = read_in_child(root, saved)
+    peak = result.pop("peak_mb")
+    assert peak < PEAK_MB, (bomb, peak, result)
+    assert all(not r.startswith(("UNTYPED", "WRONG")) for r in result.values()), result
+    error = "ObjectTooLarge" if bomb == "lying sizes" else "TruncatedObject"
+    assert error in result["verify"] and error in (result["load"], result["load_by_id"]), result
+
+
+def test_a_segment_in_an_encoding_that_expands_past_its_pages_is_refused() -> None:
+    """DELTA_BYTE_ARRAY values share their predecessor's prefix, so they decode to more than their
+    page's size; no segment is written in it, so a reader refuses it before pyarrow decodes it."""
+    rows = {"checkpoint_id": ["c"] * 4, "step": [1] * 4, "op": ["set"] * 4, "key": ["x"] * 4}
+    rows.update({"path": ['["x"]'] * 4, "value": ["1"] * 4, "target": [None] * 4})
+    buf = io.BytesIO()
+    options: dict[str, Any] = {"use_dictionary": False, "column_encoding": {"value": "DELTA_BYTE_ARRAY"}}
+    with pq.ParquetWriter(buf, SEGMENT_SCHEMA, store_schema=False, **options) as writer:
+        writer.write_table(pa.table(rows, schema=SEGMENT_SCHEMA))
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1", "ckpt_archive.thread_id": "t"})
+    with pytest.raises(ca.TruncatedObject, match=r"column .value.*encoded 7: not written by this format"):
+        SegmentReader(buf.getvalue(), thread_id="t", key="k").ops("c", 0)
+
+
+def test_a_segment_that_says_parquet_mr_wrote_it_is_refused() -> None:
+    """pyarrow reads past a column chunk's declared end for parquet-mr's files (PARQUET-816), where
+    the page walk does not look; segments are written by pyarrow."""
+    data, _ = encode_segment("t", [("c", 1, [{"op": "set", "path": ["a"], "value": 1}])])
+    at = data.rfind(b"parquet-cpp-arrow")
+    forged = data[:at] + b"parquet-mr".ljust(17) + data[at + 17 :]
+    with pytest.raises(ca.TruncatedObject, match="parquet-mr"):
+        SegmentReader(forged, thread_id="t", key="k")
+
+
+@given(st.binary(max_size=64))
+@settings(max_examples=300, deadline=None)
+def test_a_page_header_of_any_bytes_is_read_or_refused_typed(data: bytes) -> None:
+    try:
+        fields, end = read_struct(data)
+    except ThriftError:
+        return
+    assert isinstance(fields, dict) and 0 < end <= len(data)
+
+
+def test_page_headers_of_a_written_segment_add_up_to_what_its_footer_declares() -> None:
+    """The page walk and the footer agree on every segment this format writes (so none is refused)."""
+    entries = [(f"c{i}", i, [{"op": "set", "path": ["k", str(i)], "value": "v" * 50 * i}]) for i in range(1, 200)]
+    data, _ = encode_segment("t", entries)
+    meta = pq.ParquetFile(io.BytesIO(data)).metadata
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            pos = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+            end, total = pos + chunk.total_compressed_size, 0
+            while pos < end:
+                header, after = read_struct(data, pos, end)
+                total += after - pos + header[2]
+                pos = after + header[3]
+            assert (pos, total) == (end, chunk.total_uncompressed_size)
+    reader = SegmentReader(data, thread_id="t", key="k")
+    assert reader.ops("c199", meta.num_row_groups - 1)[0]["value"] == "v" * 50 * 199
 
 
 def test_an_oversized_object_is_refused_by_its_size_unread(tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ import pytest
 pytest.importorskip("langgraph")
 
 import ormsgpack
-from ckpt_archive.format.manifest import seal, unseal
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
@@ -39,9 +38,11 @@ from langgraph.types import Command, Send, interrupt
 from pydantic import BaseModel
 
 import ckpt_archive as ca
+from ckpt_archive.format.manifest import seal, unseal
 from ckpt_archive.integrations.langgraph import (
     ArchiveSaver,
     InvalidAllowedType,
+    UnreadableValue,
     UnsafeSerde,
     UnsafeValue,
     strict_serde,
@@ -191,6 +192,49 @@ def test_a_stored_pickle_is_refused_with_a_typed_error(route: str, tmp_path: Pat
             _read(url, serde=serde)
     assert not marker.exists()
     assert issubclass(UnsafeValue, ca.CheckpointError)
+
+
+def _refused(marker: Path) -> dict[str, tuple[str, bytes]]:
+    """Stored values LangGraph's serde refuses with a plain ``ValueError`` (or ``RecursionError``)."""
+    touch = f"touch {shlex.quote(str(marker))}"
+    partner = {"lc": 1, "type": "constructor", "id": ["langchain_community", "llms", "openai", "OpenAI"], "kwargs": {}}
+    jinja = "{{ cycler.__init__.__globals__.os.system(%r) }}" % touch  # noqa: UP031  # renders to a shell command
+    template = {"template": jinja, "input_variables": [], "template_format": "jinja2"}
+    prompt = {"lc": 1, "type": "constructor", "id": ["langchain", "prompts", "prompt", "PromptTemplate"]}
+    deep = ormsgpack.packb(1)
+    for _ in range(3000):  # LangGraph's delta-snapshot ext, nested: its hook recurses without a guard
+        deep = ormsgpack.packb(ormsgpack.Ext(7, deep))
+    return {
+        "lc1_partner": ("json", json.dumps(partner).encode()),
+        "lc1_os": ("json", json.dumps({**partner, "id": ["os", "system"], "kwargs": {"command": touch}}).encode()),
+        "jinja2": ("json", json.dumps({**prompt, "kwargs": template}).encode()),
+        "ext_3000": ("msgpack", deep),
+        "json_100000": ("json", b"[" * 100_000 + b"]" * 100_000),
+    }
+
+
+@pytest.mark.parametrize("route", ["update_state", "stored_bytes"])
+@pytest.mark.parametrize("payload", list(_refused(Path("m"))))
+def test_a_stored_value_the_serde_refuses_is_a_typed_error(route: str, payload: str, tmp_path: Path) -> None:
+    """Each read path (get_tuple, list, a graph's state history) raises ``UnreadableValue``, a
+    ``CheckpointError``, on one line naming the thread and checkpoint, and nothing is run or rendered."""
+    marker = tmp_path / "pwned"
+    url = str(tmp_path / "archive")
+    ROUTES[route](url, _refused(marker)[payload])
+    saver = ArchiveSaver.from_url(url)
+    reads: dict[str, Callable[[], Any]] = {
+        "get_tuple": lambda: saver.get_tuple(_config()),
+        "list": lambda: list(saver.list(_config())),
+        "history": lambda: list(_graph(saver).get_state_history({"configurable": {"thread_id": "t"}})),
+    }
+    for name, read in reads.items():
+        with pytest.raises(UnreadableValue) as caught:
+            read()
+        message = str(caught.value)
+        assert "\n" not in message and "thread 't'" in message and "checkpoint '" in message, (name, message)
+        assert "delete the checkpoint" in message, message
+    assert issubclass(UnreadableValue, ca.CheckpointError)
+    assert not marker.exists()
 
 
 def test_a_pickling_serde_is_refused_at_put_before_anything_is_written(tmp_path: Path) -> None:

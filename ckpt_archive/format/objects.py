@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from .. import codec, limits, versions
 from ..delta import Delta
 from ..errors import DigestMismatch, IntegrityError, ObjectTooLarge, TruncatedObject, UnsupportedFormatVersion
+from .thrift import ThriftError, read_struct
 
 SEGMENT_SCHEMA = pa.schema(
     [
@@ -203,6 +204,16 @@ def encode_segment(
 
 
 _STRINGS = ["checkpoint_id", "op", "key", "path", "value", "target"]
+_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
+_PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = 0, 2, 8
+_ENCODINGS = {
+    _DICTIONARY_PAGE: (_PLAIN, _PLAIN_DICTIONARY),
+    _DATA_PAGE: (_PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY),
+    _DATA_PAGE_V2: (_PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY),
+}
+"""Page types and value encodings a segment's string columns are written in (Parquet's numbers). Each
+decodes to at most its page's uncompressed size, plus one dictionary index per value; the DELTA_*
+encodings (prefix lengths) can expand past it, and no writer of this format uses them."""
 
 
 class SegmentReader:
@@ -210,11 +221,19 @@ class SegmentReader:
 
     def __init__(self, data: bytes, *, thread_id: str, key: str) -> None:
         self.thread_id, self.key = thread_id, key
+        self._data = data
         self._rows: dict[int, dict[str, list[Any]]] = {}
         try:
             # string columns come back dictionary-encoded, as stored: a small dictionary page
             # repeated over many rows is only expanded once its decoded size is known (``_read``)
-            self._file = pq.ParquetFile(io.BytesIO(data), read_dictionary=_STRINGS)
+            self._file = pq.ParquetFile(
+                io.BytesIO(data),
+                read_dictionary=_STRINGS,
+                # pyarrow sizes a footer list by its declared length before reading it (1M elements by
+                # default: ~200 MB for a 1 KB footer); a segment's longest holds its row groups
+                thrift_container_size_limit=limits.FOOTER_ITEMS,
+                thrift_string_size_limit=limits.FOOTER_STRING_BYTES,
+            )
             meta = self._file.schema_arrow.metadata or {}
         except KeyError as exc:  # a string column of SEGMENT_SCHEMA is missing (pyarrow names it in bytes)
             name = exc.args[0].decode(errors="replace") if isinstance(exc.args[0], bytes) else exc.args[0]
@@ -229,6 +248,12 @@ class SegmentReader:
                 thread_id=thread_id,
                 key=key,
             ) from None
+        if (self._file.metadata.created_by or "").partition(" version")[0].strip() == "parquet-mr":
+            # pyarrow reads up to 100 bytes past a column chunk of a file parquet-mr says it wrote
+            # (PARQUET-816): pages the page walk (``_pages``) would not see
+            raise TruncatedObject(
+                "delta segment says parquet-mr wrote it: not a segment this format writes", thread_id=thread_id, key=key
+            )
         version = meta.get(_META_VERSION, b"").decode(errors="replace")
         if not versions.readable(version):
             raise UnsupportedFormatVersion(
@@ -252,7 +277,7 @@ class SegmentReader:
                 if target is not None:
                     entry["target"] = target
                 out.append(entry)
-        except ObjectTooLarge:
+        except IntegrityError:  # refused by a bound or a check, the object named already
             raise
         except Exception as exc:
             raise TruncatedObject(
@@ -283,6 +308,9 @@ class SegmentReader:
         declared = sum(meta.column(c).total_uncompressed_size for c in range(meta.num_columns))
         limits.check_read("row group", declared, what, **where)
         columns = ["checkpoint_id", "op", "path", "value", "target"]
+        chunks = {meta.column(c).path_in_schema: meta.column(c) for c in range(meta.num_columns)}
+        paged = sum(self._pages(chunks[name], meta.num_rows, f"column {name!r} of {what}", where) for name in columns)
+        limits.check_read("row group", paged, f"{what} (its pages)", **where)
         table = self._file.read_row_group(row_group, columns=columns)
         decoded = 0
         for name in columns:
@@ -293,6 +321,49 @@ class SegmentReader:
         # the size is known now: Arrow expands the dictionaries (to Python, element by element through
         # dictionary scalars, that was half the cost of listing a thread)
         return {name: _plain(table.column(name)).to_pylist() for name in columns}
+
+    def _pages(self, chunk: Any, rows: int, what: str, where: dict[str, Any]) -> int:
+        """The bytes the pages of a column chunk decompress to, by their own headers: what pyarrow
+        allocates, whatever the footer declares (it checks neither ``total_uncompressed_size`` nor
+        the page count against them). Every page pyarrow can read lies in the byte range it reads,
+        from the first page to ``total_compressed_size`` past it, so each header there is read: an
+        optional dictionary page, then data pages of at least one value each, no more values than the
+        row group has rows, in the encodings this format writes (none expands past its page size).
+        """
+        start = chunk.data_page_offset
+        if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+            start = chunk.dictionary_page_offset  # pyarrow's rule for where a chunk starts
+        end = start + chunk.total_compressed_size
+        if start < 4 or end > len(self._data) - 8 or chunk.total_compressed_size < 0:
+            raise TruncatedObject(f"{what} lies outside the file", **where)
+        pos, size, values, first = start, 0, 0, True
+        while pos < end:
+            try:
+                header, pos = read_struct(self._data, pos, end)
+                kind, uncompressed, compressed = header[1], header[2], header[3]
+                body = header.get(7 if kind == _DICTIONARY_PAGE else 5 if kind == _DATA_PAGE else 8, {})
+                count, encoding = body.get(1, 0), body.get(4 if kind == _DATA_PAGE_V2 else 2)
+                if not all(type(n) is int for n in (kind, uncompressed, compressed, count)):
+                    raise ThriftError("a size that is not an integer")
+            except (ThriftError, KeyError, AttributeError) as exc:
+                raise TruncatedObject(f"{what} has a malformed page header ({exc})", **where) from None
+            if (kind == _DICTIONARY_PAGE and not first) or encoding not in _ENCODINGS.get(kind, ()):
+                raise TruncatedObject(
+                    f"{what} has a page of type {kind} encoded {encoding}: not written by this format", **where
+                )
+            if not (0 <= compressed <= end - pos and uncompressed >= 0 and 0 <= count <= rows):
+                raise TruncatedObject(f"{what} has a page header with impossible sizes", **where)
+            if kind != _DICTIONARY_PAGE:
+                if count < 1:
+                    raise TruncatedObject(f"{what} has a data page of no values", **where)
+                values += count
+                if values > rows:
+                    raise ObjectTooLarge(f"{what} has more values than the row group has rows ({rows})", **where)
+            size += uncompressed
+            limits.check_read("row group", size, f"{what} (its pages)", **where)
+            pos += compressed
+            first = False
+        return size
 
 
 def _plain(column: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from .maintenance import UnknownPruneStrategy
 from .saver import ArchiveSaver
-from .serde import InvalidAllowedType, UnsafeSerde, UnsafeValue, strict_serde
+from .serde import InvalidAllowedType, UnreadableValue, UnsafeSerde, UnsafeValue, strict_serde
 
-__all__ = ["ArchiveSaver", "InvalidAllowedType", "UnknownPruneStrategy", "UnsafeSerde", "UnsafeValue", "strict_serde"]
+__all__ = [
+    "ArchiveSaver",
+    "InvalidAllowedType",
+    "UnknownPruneStrategy",
+    "UnreadableValue",
+    "UnsafeSerde",
+    "UnsafeValue",
+    "strict_serde",
+]

@@ -30,7 +30,7 @@ import pybase64  # SIMD base64: decoding a 1,000-message history was a fifth of 
 from ...codec import check_json, json_copy
 from ...errors import CheckpointError, InvalidState
 from ...model import RESERVED_PREFIX
-from .serde import check_encoding
+from .serde import UnreadableValue, check_encoding
 
 LG_KEY = RESERVED_PREFIX + "langgraph"
 """Record metadata key holding ``{"id": langgraph checkpoint id, "parent": its parent id}``."""
@@ -69,10 +69,19 @@ class SerdeCodec:
 
     RAW_LIMIT = 200_000
 
-    def __init__(self, serde: Any, raw: dict[str, bytes] | None = None, limit: int = RAW_LIMIT) -> None:
+    def __init__(
+        self, serde: Any, raw: dict[str, bytes] | None = None, limit: int = RAW_LIMIT, where: str = ""
+    ) -> None:
         self.serde = serde
         self.raw = raw
         self.limit = limit
+        self.where = where
+
+    def at(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> SerdeCodec:
+        """This codec (same serde, same cache), naming in its errors the checkpoint it decodes."""
+        ns = f", namespace {checkpoint_ns!r}" if checkpoint_ns else ""
+        cid = f", checkpoint {checkpoint_id!r}" if checkpoint_id else ""
+        return SerdeCodec(self.serde, self.raw, self.limit, f" of thread {thread_id!r}{ns}{cid}")
 
     def _keep(self, text: str, data: bytes) -> None:
         if self.raw is not None:
@@ -87,11 +96,17 @@ class SerdeCodec:
         return self.loads_many([blob])[0]
 
     def loads_many(self, blobs: list[Any]) -> list[Any]:
-        """Values of stored blobs, in order (one loop: a listed history decodes ~n^2/2 of them)."""
+        """Values of stored blobs, in order (one loop: a listed history decodes ~n^2/2 of them).
+
+        The one place a stored value meets the serde, so the one place its failures become typed:
+        whatever the serde raises on a value it refuses (LangChain's reviver: a ``ValueError`` for an
+        ``lc: 1`` constructor outside its allowlist or a jinja2 template, which it refuses before
+        constructing, so nothing renders; ormsgpack: one for ext nested past its depth; ``json``: a
+        ``RecursionError``) is an ``UnreadableValue`` naming the checkpoint (``at``), on one line."""
         raw, loads_typed, out = self.raw, self.serde.loads_typed, []
         for blob in blobs:
             if not (type(blob) is list and len(blob) == 2 and type(blob[0]) is str and type(blob[1]) is str):
-                raise CheckpointError(f"stored LangGraph value is malformed: {str(blob)[:100]}")
+                raise CheckpointError(f"stored LangGraph value{self.where} is malformed: {str(blob)[:100]}")
             check_encoding(blob[0])
             data = None if raw is None else raw.get(blob[1])
             if data is None:
@@ -101,9 +116,18 @@ class SerdeCodec:
                 out.append(loads_typed((blob[0], data)))
             except NotImplementedError:  # JsonPlusSerializer's word for a type it does not know
                 raise CheckpointError(
-                    f"stored LangGraph value has encoding {blob[0][:40]!r}, unknown to this saver's serde; "
-                    "read it with the serde that wrote it"
+                    f"stored LangGraph value{self.where} has encoding {blob[0][:40]!r}, unknown to this saver's "
+                    "serde; read it with the serde that wrote it"
                 ) from None
+            except CheckpointError:
+                raise
+            except Exception as exc:  # the serde refused it: any type, from LangGraph, LangChain or ormsgpack
+                first = (str(exc).strip().splitlines() or [""])[0][:120]
+                raise UnreadableValue(
+                    f"stored LangGraph value{self.where} (encoding {blob[0][:40]!r}) is refused by this saver's "
+                    f"serde ({type(exc).__name__}: {first}); it names a type or nesting the serde does not "
+                    "allow: read it with the serde and allowed_types that wrote it, or delete the checkpoint"
+                ) from exc
         return out
 
     def encode_channel(self, value: Any, old: Any) -> Any:

@@ -194,6 +194,7 @@ class SaverReads:
     ) -> CheckpointTuple:
         thread_id, ns = split_thread(at)
         lg_id, lg_parent = lg_ids(info)
+        codec = codec.at(thread_id, ns, lg_id)
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": lg_id}},
             checkpoint=restore_checkpoint(codec, state),  # type: ignore[arg-type]
@@ -301,5 +302,6 @@ class SaverReads:
             return True
         if not (meta.get(LG_KEY) or {}).get("typed"):
             return False
-        full = restore_metadata(self.codec, meta, await self.state(info.checkpoint_id))
+        codec = self.codec.at(*split_thread(info.thread_id), lg_ids(info)[0])
+        full = restore_metadata(codec, meta, await self.state(info.checkpoint_id))
         return all(full.get(k) == v for k, v in filter.items())

@@ -210,7 +210,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         index = by_lg_id(infos)
         wanted = get_checkpoint_id(config) or (max(index) if index else None)
         history: dict[str, History] = await collect_history(self, at, index, wanted, list(channels), m)
-        codec = self.codec
+        codec = self.codec.at(*target(config)[:2], wanted)
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
             h = history[ch]

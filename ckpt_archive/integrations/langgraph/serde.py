@@ -13,6 +13,11 @@ its plain data (the dict or list it was made of, as LangGraph does in strict mod
 LangGraph's log) and is never constructed. The ``json`` type is revived only for the same safe set
 (and LangChain's own core objects, by LangChain's allowlist).
 
+A value the serde refuses outright (LangChain's reviver raises ``ValueError`` for an ``lc: 1``
+constructor outside its core allowlist and for a jinja2 template, before constructing it; ormsgpack for
+ext nested past its depth; ``json`` a ``RecursionError``) is ``UnreadableValue``, raised where the
+saver's codec hands a blob to the serde (``encoding.SerdeCodec.loads_many``), naming the checkpoint.
+
 ``pickle`` runs code by design, so no stored value of that type is ever decoded, whatever the serde
 (a serde built with ``pickle_fallback=True`` would unpickle it): reading refuses it with
 ``UnsafeValue``, and so does writing, so that the saver never stores what it would refuse to read.
@@ -38,6 +43,11 @@ AllowedTypes = Iterable[type | tuple[str, ...]]
 
 class UnsafeValue(CheckpointError):
     """A stored LangGraph value is encoded with pickle, which runs code when decoded; it is refused."""
+
+
+class UnreadableValue(CheckpointError):
+    """The serde refuses a stored LangGraph value (a type outside its allowlist, a jinja2 template,
+    nesting past its depth): the value is neither constructed nor handed back."""
 
 
 class UnsafeSerde(CheckpointError, ValueError):
