@@ -40,6 +40,7 @@ from ..engine import Engine, Fold, Plan, gc_floor
 from ..errors import CheckpointError, UnsafeGcGrace
 from ..format import layout
 from ..format.manifest import Manifest
+from ..format.parts import checked_part_refs
 from ..retention import GcReport
 from . import reads
 
@@ -119,17 +120,21 @@ async def _thread_gc(
     keep_from = min(
         [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
     )
-    for key in _superseded(logs, keep_from):
-        if _old(logs[key], cutoff):
-            doomed.append(key)
-            report.manifests += 1
-            report.bytes_freed += logs[key]["size"]
+    superseded = [key for key in _superseded(logs, keep_from) if _old(logs[key], cutoff)]
+    for key in superseded:
+        doomed.append(key)
+        report.manifests += 1
+        report.bytes_freed += logs[key]["size"]
+    # every fold that stays names parts that must stay too: those from ``keep_from`` on, and a superseded
+    # one younger than the grace (it names parts as old as the thread, which a newer fold may have merged
+    # away or re-sealed: keeping only the newer folds' parts left it naming deleted ones)
+    gone = set(superseded)
+    kept = [key for key in folds if key not in gone]
     parts = {p["key"] for p in m.parts}
-    for key, seq in folds.items():  # every fold that stays names parts that must stay too
-        if seq >= keep_from:
-            data = await engine.store.get_or_none(key)
-            if data is not None:
-                parts.update(p["key"] for p in Manifest.part_refs(data, f"folded manifest {key!r}"))
+    for key, data in zip(kept, await engine.store.get_many(kept), strict=True):
+        if data is not None:  # gone since the listing: it names nothing any more
+            what = f"folded manifest {key!r}"
+            parts.update(p["key"] for p in checked_part_refs(data, what, thread_id=thread_id, key=key))
     for key, info in mine.items():
         rel = key[len(prefix) :]
         if key in refs or key in m.tombstones or key in parts or not _old(info, cutoff):
