@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -16,7 +15,7 @@ import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import parts
-from tests.test_retention import assert_loads, chat, fresh
+from tests.test_retention import age, assert_loads, chat, fresh
 
 
 @pytest.fixture(autouse=True)
@@ -92,14 +91,6 @@ def test_merged_parts_drop_removed_records_and_take_overrides(tmp_path: Path) ->
     assert list(m.records) == list(archive.engine.log.manifests["t"].records)
     kept = [c for c in saved if c.checkpoint_id not in gone]
     assert [c.state for c in fresh(archive).history("t")] == [c.state for c in kept]
-
-
-def age(root: Path, seconds: float) -> None:
-    """Make every object under ``root`` ``seconds`` older (gc goes by the objects' modification times)."""
-    then = time.time() - seconds
-    for folder, _, names in os.walk(root):
-        for name in names:
-            os.utime(os.path.join(folder, name), (then, then))
 
 
 def test_gc_keeps_the_parts_of_a_young_fold_it_keeps(tmp_path: Path) -> None:
