@@ -450,3 +450,32 @@ def test_gc_never_deletes_another_threads_id_entry(tmp_path: Path) -> None:
     assert reader.load_by_id(other[0].checkpoint_id).state == other[0].state  # type: ignore[union-attr]
     assert reader.verify().ok
     assert run_sync(reader.engine.log.manifest("t")).tombstones == {}  # purged: it names nothing of t's
+
+
+@pytest.mark.parametrize("folded", [True, False])
+def test_a_thread_without_commit_1_is_never_taken_for_a_new_one(tmp_path: Path, folded: bool) -> None:
+    """Commit 1 tells a reader with no usable hint that a thread exists. Without it (deleted, or an
+    interrupted delete of the thread), verify reports it; a reader whose hint is unusable lists the log
+    instead of taking the thread for a new one: it reads the thread from its newest fold, or refuses
+    (MissingObject) when the log cannot be rebuilt, and a save never starts a new history over it."""
+    root = tmp_path / "a"
+    cp = ca.open_archive(str(root), full_snapshot_interval=3)
+    saved = chat(cp, "t", 10 if folded else 2)
+    assert any(n.endswith(layout.FOLDED_SUFFIX) for n in os.listdir(root / "thread_id=t" / "_log")) == folded
+    os.remove(root / layout.log_key("t", 1))
+    problems = [(p.kind, p.key) for p in ca.ArchiveCheckpointer(cp.store).verify("t").problems]
+    assert ("MissingObject", layout.log_key("t", 1)) in problems
+    run_sync(cp.store.put(layout.head_key("t"), b"garbage"))  # an unusable hint
+    reader = ca.ArchiveCheckpointer(cp.store, full_snapshot_interval=3)
+    after = ca.Checkpoint.new("t", {"messages": [], "turn": 99}, step=99)
+    if folded:
+        assert reader.load("t").state == saved[-1].state  # type: ignore[union-attr]
+        reader.save(after)
+        listed = [i.checkpoint_id for i in ca.ArchiveCheckpointer(cp.store).list("t")]
+        assert listed == [c.checkpoint_id for c in saved] + [after.checkpoint_id]
+    else:
+        with pytest.raises(ca.MissingObject):
+            reader.load("t")
+        with pytest.raises(ca.MissingObject):
+            reader.save(after)
+        assert not (root / layout.log_key("t", 1)).exists()

@@ -3,14 +3,16 @@
 ``gc`` lists the archive once and deletes, for every thread it can read:
 
 * tombstoned objects (recorded by prune/remove/edit) whose tombstone is older
-  than the grace period, then commits a ``purge`` so the manifest forgets them;
+  than the grace period, then commits a ``purge`` so the manifest forgets them
+  (a tombstone names only payloads of its thread and id entries, ``format.schema``;
+  an id entry goes only if it names this thread);
 * orphans: snapshots/segments no record references and no tombstone names
   (payloads of saves that lost a race or crashed), once their mtime is older
   than the grace period;
 * manifest objects a newer folded manifest supersedes: commit entries up to
-  the newest folded manifest, older folded manifests and sealed parts no
-  current fold names (again only when older than the grace period, see
-  docs/format/spec.md for why that is safe);
+  the newest folded manifest (when it reads whole), older folded manifests and
+  sealed parts no fold that stays names (again only when older than the grace
+  period, see docs/format/spec.md for why that is safe);
 * temporary files of interrupted local writes in the archive's own folders,
   ``_ids/`` entries of checkpoints no manifest has, and S3 multipart uploads of
   the archive's keys started before the grace period.
