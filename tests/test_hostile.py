@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
 from ckpt_archive.model import uuid7
+from tests.test_retention import age, chat
 
 HOSTILE_IDS = [
     "a/b",
@@ -363,3 +365,117 @@ def test_atheris_fuzzes_the_decoders() -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Done 5000 runs" in done.stderr
+
+
+# -- forged tombstones: gc deletes only what a tombstone may name ------------------------------------
+def _forge_tombstone(cp: ca.ArchiveCheckpointer, thread: str, key: str) -> None:
+    """What a hostile writer can append: a well-sealed commit tombstoning ``key`` 90 minutes ago (the
+    objects are aged 2 h, so gc's default grace, 1 h, would delete it)."""
+    m = run_sync(ca.ArchiveCheckpointer(cp.store).engine.log.manifest(thread))
+    at = datetime.fromtimestamp(time.time() - 90 * 60, UTC).isoformat()
+    entry = {"type": "commit", "thread_id": thread, "seq": m.seq + 1, "committed_at": at}
+    entry["actions"] = [{"action": "tombstone", "at": at, "objects": {key: 1}}]
+    run_sync(cp.store.put(layout.log_key(thread, m.seq + 1), codec.compress(seal(entry))))
+
+
+def _two_threads(root: Path) -> tuple[ca.ArchiveCheckpointer, list[ca.Checkpoint], list[ca.Checkpoint]]:
+    cp = ca.open_archive(str(root), full_snapshot_interval=3)
+    mine, other = chat(cp, "t", 6), chat(cp, "u", 4)
+    age(root, 2 * 3600)
+    return cp, mine, other
+
+
+_OUT_OF_REACH = {  # what each names, and why it must stay
+    "commit 1": lambda: layout.log_key("t", 1),  # a reader with no hint tells the thread exists by it
+    "a commit entry": lambda: layout.log_key("t", 3),
+    "the head hint": lambda: layout.head_key("t"),
+    "another thread's snapshot": lambda: next(iter(_snapshots("u"))),
+    "another thread's commit 1": lambda: layout.log_key("u", 1),
+    "a file in _ids/ no id is stored as": lambda: "_ids/notes.json.bak",
+}
+_ROOTS: dict[str, Path] = {}
+
+
+def _snapshots(thread: str) -> list[str]:
+    folder = _ROOTS["root"] / layout.thread_dir(thread) / "snapshots"
+    return sorted(f"{layout.thread_dir(thread)}/snapshots/{name}" for name in os.listdir(folder))
+
+
+@pytest.mark.parametrize("what", sorted(_OUT_OF_REACH))
+def test_a_forged_tombstone_reaches_no_log_hint_or_other_thread(tmp_path: Path, what: str) -> None:
+    """A tombstone may name only payload objects of its own thread (and id entries): any other key is a
+    CorruptManifest before anything acts on it, so gc (default grace) deletes nothing of the thread."""
+    root = _ROOTS["root"] = tmp_path / "a"
+    cp, _, other = _two_threads(root)
+    (root / "_ids" / "notes.json.bak").write_bytes(b"the user's")
+    target = _OUT_OF_REACH[what]()
+    _forge_tombstone(cp, "t", target)
+    report = ca.ArchiveCheckpointer(cp.store).gc()
+    assert (root / target).exists(), f"gc deleted {what}"
+    assert any("'t' skipped" in e and "tombstone" in e for e in report.errors), report.errors
+    with pytest.raises(ca.CorruptManifest, match="tombstone"):
+        ca.ArchiveCheckpointer(cp.store).load("t")
+    reader = ca.ArchiveCheckpointer(cp.store)
+    assert [c.state for c in reader.history("u")] == [c.state for c in other]
+    assert reader.verify("u").ok and not reader.verify("t").ok
+
+
+def test_a_forged_fold_tombstone_reaches_no_log(tmp_path: Path) -> None:
+    """The tombstones a folded manifest carries obey the same rule: a fold naming commit 1 is corrupt, and
+    the reader replays the log in its place (which tombstones nothing)."""
+    root = _ROOTS["root"] = tmp_path / "a"
+    cp, mine, _ = _two_threads(root)
+    hint = unseal(run_sync(cp.store.get(layout.head_key("t"))), "hint", kind="head hint")
+    fold_key = layout.manifest_key("t", hint["manifest_seq"])
+    fold = unseal(run_sync(cp.store.get(fold_key)), "fold", kind="folded manifest")
+    at = datetime.fromtimestamp(time.time() - 90 * 60, UTC).isoformat()
+    fold["tombstones"] = {layout.log_key("t", 1): {"at": at, "size": 1}, layout.head_key("t"): {"at": at, "size": 1}}
+    run_sync(cp.store.put(fold_key, codec.compress(seal(fold))))
+    report = ca.ArchiveCheckpointer(cp.store).gc()
+    assert (root / layout.log_key("t", 1)).exists() and (root / layout.head_key("t")).exists()
+    assert any("log kept whole" in e for e in report.errors), report.errors  # the replay needs it
+    assert [c.state for c in ca.ArchiveCheckpointer(cp.store).history("t")] == [c.state for c in mine]
+
+
+def test_gc_never_deletes_another_threads_id_entry(tmp_path: Path) -> None:
+    """An id entry is named in the form the archive writes it, so a forged tombstone can name any
+    thread's: gc deletes one only when the entry says it is this thread's."""
+    root = _ROOTS["root"] = tmp_path / "a"
+    cp, _, other = _two_threads(root)
+    theirs = layout.id_key(other[0].checkpoint_id)
+    _forge_tombstone(cp, "t", theirs)
+    report = ca.ArchiveCheckpointer(cp.store).gc()
+    assert (root / theirs).exists() and report.errors == []
+    reader = ca.ArchiveCheckpointer(cp.store)
+    assert reader.load_by_id(other[0].checkpoint_id).state == other[0].state  # type: ignore[union-attr]
+    assert reader.verify().ok
+    assert run_sync(reader.engine.log.manifest("t")).tombstones == {}  # purged: it names nothing of t's
+
+
+@pytest.mark.parametrize("folded", [True, False])
+def test_a_thread_without_commit_1_is_never_taken_for_a_new_one(tmp_path: Path, folded: bool) -> None:
+    """Commit 1 tells a reader with no usable hint that a thread exists. Without it (deleted, or an
+    interrupted delete of the thread), verify reports it; a reader whose hint is unusable lists the log
+    instead of taking the thread for a new one: it reads the thread from its newest fold, or refuses
+    (MissingObject) when the log cannot be rebuilt, and a save never starts a new history over it."""
+    root = tmp_path / "a"
+    cp = ca.open_archive(str(root), full_snapshot_interval=3)
+    saved = chat(cp, "t", 10 if folded else 2)
+    assert any(n.endswith(layout.FOLDED_SUFFIX) for n in os.listdir(root / "thread_id=t" / "_log")) == folded
+    os.remove(root / layout.log_key("t", 1))
+    problems = [(p.kind, p.key) for p in ca.ArchiveCheckpointer(cp.store).verify("t").problems]
+    assert ("MissingObject", layout.log_key("t", 1)) in problems
+    run_sync(cp.store.put(layout.head_key("t"), b"garbage"))  # an unusable hint
+    reader = ca.ArchiveCheckpointer(cp.store, full_snapshot_interval=3)
+    after = ca.Checkpoint.new("t", {"messages": [], "turn": 99}, step=99)
+    if folded:
+        assert reader.load("t").state == saved[-1].state  # type: ignore[union-attr]
+        reader.save(after)
+        listed = [i.checkpoint_id for i in ca.ArchiveCheckpointer(cp.store).list("t")]
+        assert listed == [c.checkpoint_id for c in saved] + [after.checkpoint_id]
+    else:
+        with pytest.raises(ca.MissingObject):
+            reader.load("t")
+        with pytest.raises(ca.MissingObject):
+            reader.save(after)
+        assert not (root / layout.log_key("t", 1)).exists()

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import uuid
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import parts
-from tests.test_retention import assert_loads, chat, fresh
+from tests.test_retention import age, assert_loads, chat, fresh
 
 
 @pytest.fixture(autouse=True)
@@ -88,3 +91,58 @@ def test_merged_parts_drop_removed_records_and_take_overrides(tmp_path: Path) ->
     assert list(m.records) == list(archive.engine.log.manifests["t"].records)
     kept = [c for c in saved if c.checkpoint_id not in gone]
     assert [c.state for c in fresh(archive).history("t")] == [c.state for c in kept]
+
+
+def test_gc_keeps_the_parts_of_a_young_fold_it_keeps(tmp_path: Path) -> None:
+    """A fold newer than the grace stays even when a newer fold supersedes it, so the parts it names
+    stay too, however old they are (gc once kept only the parts of folds from the newest one on, and
+    verify then found the young fold's parts missing)."""
+    archive = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=4)
+    saved = chat(archive, "t", 60)
+    age(tmp_path / "a", 2 * 3600)  # the parts are older than the default grace (1 h)
+    archive.compact("t")  # a young fold naming those parts
+    archive.prune("t", RP.keep_last(5))  # re-sealed: the newest fold names none of them
+    report = archive.gc()
+    assert report.manifests > 0 and report.pending > 0  # old folds and commits went; tombstones wait
+    verified = fresh(archive).verify()
+    assert verified.ok, verified
+    assert assert_loads(archive, saved, "t") == {c.checkpoint_id for c in saved[-5:]}
+
+
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("save"), st.integers(1, 25)),
+        st.tuples(st.just("prune"), st.integers(1, 12)),
+        st.tuples(st.just("remove"), st.integers(0, 10**6)),
+        st.tuples(st.sampled_from(["compact", "age", "gc", "gc0"]), st.just(0)),
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@given(steps=_STEPS)
+@example(steps=[("save", 25), ("save", 25), ("age", 0), ("compact", 0), ("prune", 5), ("gc", 0)])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_after_any_gc_verify_is_clean_and_every_checkpoint_loads(tmp_path: Path, steps: list[tuple[str, int]]) -> None:
+    """Saves, prunes, removals, compactions, time passing (``age``) and gc (default grace, or none) in
+    any order: after every gc, verify finds nothing wrong and every listed checkpoint loads."""
+    root = tmp_path / uuid.uuid4().hex
+    archive = ca.open_archive(str(root), full_snapshot_interval=4)
+    saved: list[ca.Checkpoint] = []
+    for op, n in steps:
+        if op == "save":
+            saved += chat(archive, "t", n, start=len(saved))
+        elif op == "prune":
+            archive.prune("t", RP.keep_last(n))
+        elif op == "remove" and (listed := archive.list("t")):
+            archive.remove("t", [listed[n % len(listed)].checkpoint_id])
+        elif op == "compact":
+            archive.compact("t")
+        elif op == "age":
+            age(root, 2 * 3600)
+        elif op in ("gc", "gc0"):
+            archive.gc(**({"grace": timedelta(0), "unsafe_no_writers": True} if op == "gc0" else {}))
+            report = fresh(archive).verify()
+            assert report.ok, report
+            assert_loads(archive, saved, "t")

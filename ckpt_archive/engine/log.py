@@ -56,6 +56,7 @@ class ThreadLog:
         self.read_at: dict[str, float] = {}
         self.folded_seq: dict[str, int | None] = {}
         self.hint_heads: dict[str, str] = {}  # the head a load last read from the hint (a save's known head)
+        self.unusable_hints: set[str] = set()  # threads whose hint was there but unusable when last read
         self._locks: dict[str, asyncio.Lock] = {}
 
     @property
@@ -94,6 +95,9 @@ class ThreadLog:
         return None
 
     async def read_hint(self, thread_id: str) -> dict[str, Any] | None:
+        """The thread's head hint, or None when there is none or it is unusable (``unusable_hints`` says
+        which: such a thread has a log, which ``manifest`` then lists)."""
+        self.unusable_hints.discard(thread_id)
         try:
             data = await self.store.get_or_none(layout.head_key(thread_id))
             if data is None:
@@ -102,6 +106,7 @@ class ThreadLog:
             check_hint(doc, thread_id)
             return doc
         except (CorruptManifest, UnsupportedFormatVersion, ObjectTooLarge):
+            self.unusable_hints.add(thread_id)
             return None  # only a hint: fall back to the log itself (verify reports it)
 
     async def manifest(
@@ -123,10 +128,12 @@ class ThreadLog:
             m = await self._rebuild(thread_id, hint, cache=cache)
         else:
             # Commit 1 is never collected (spec.md §6), so no hint and no commit 1 means a thread
-            # nobody has committed to: no LIST of the log for the first save of every thread.
+            # nobody has committed to: no LIST of the log for the first save of every thread. A hint
+            # that is there but unusable says the thread has a log: it is listed, so a thread whose
+            # commit 1 is gone reads from its newest fold (or fails), never as a new one.
             read_hint = self._no_hint() if hint_read else self.read_hint(thread_id)
             hint, first = await asyncio.gather(read_hint, self.store.get_or_none(layout.log_key(thread_id, 1)))
-            empty = hint is None and first is None
+            empty = hint is None and first is None and thread_id not in self.unusable_hints
             m = Manifest(thread_id) if empty else await self._rebuild(thread_id, hint, cache=cache)
         if not cache:
             return m

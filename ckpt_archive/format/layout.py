@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Iterable
 from urllib.parse import quote, unquote
 
+from ..errors import CheckpointError
 from ..model import check_identifier
 
 MAX_SEGMENT = 180
@@ -44,6 +45,8 @@ LANGGRAPH = "_langgraph"
 commit of a run may create the marker."""
 THREAD_FOLDERS = frozenset({"_log", "_parts", "snapshots", "deltas", "pages"})
 """The folders inside a thread's folder; nothing else in it is the archive's."""
+PAYLOAD_FOLDERS = ("snapshots", "deltas", "pages")
+"""The thread folders of checkpoint payloads: what records reference, and all a tombstone may name there."""
 _TEMP = re.compile(r"\.tmp-[0-9a-f]{32}")
 """A temporary file of a local write (``store._write_local``: ``.tmp-`` + uuid4 hex)."""
 
@@ -144,7 +147,25 @@ def segment_key(thread_id: str, first_step: int, token: str) -> str:
 
 
 def id_key(checkpoint_id: str) -> str:
-    return f"_ids/{encode_id(checkpoint_id, 'checkpoint_id')}.json"
+    return f"{IDS}/{encode_id(checkpoint_id, 'checkpoint_id')}.json"
+
+
+_HASHED = re.compile(r"@[0-9a-f]{64}")
+
+
+def is_id_key(key: str) -> bool:
+    """Is ``key`` exactly what ``id_key`` makes of some checkpoint id? Only such a key is an id entry
+    (a tombstone may name, gc may delete): any other file in ``_ids/`` is not the archive's."""
+    folder, _, name = key.partition("/")
+    if folder != IDS or not name.endswith(".json"):
+        return False
+    segment = name[: -len(".json")]
+    if segment.startswith("@"):
+        return bool(_HASHED.fullmatch(segment))
+    try:
+        return id_key(unquote(segment, errors="strict")) == key
+    except (CheckpointError, UnicodeDecodeError):  # not an id encode_id accepts
+        return False
 
 
 def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:

@@ -26,7 +26,14 @@ from typing import Any
 
 from .. import codec, limits, versions
 from ..delta import Delta
-from ..errors import BrokenChain, CorruptManifest, IntegrityError, ObjectTooLarge, UnsupportedFormatVersion
+from ..errors import (
+    BrokenChain,
+    CheckpointError,
+    CorruptManifest,
+    IntegrityError,
+    ObjectTooLarge,
+    UnsupportedFormatVersion,
+)
 from ..model import CheckpointInfo
 from . import layout
 from .schema import check_commit, check_folded, check_record
@@ -411,6 +418,19 @@ def record_info(thread_id: str, rec: Record) -> CheckpointInfo:
         metadata=dict(rec.get("metadata", {})),
         version=int(rec.get("version", 1)),
     )
+
+
+def id_entry_owner(data: bytes, key: str) -> str | None:
+    """The thread the id entry stored at ``key`` names, or None when it is no well-formed entry of the
+    id whose key that is (gc, which knows the key only: a long id's key is a hash)."""
+    try:
+        doc = unseal(data, f"id entry {key!r}", key=key, kind="id entry")
+        checkpoint_id, thread_id = doc.get("checkpoint_id"), doc.get("thread_id")
+        if isinstance(checkpoint_id, str) and isinstance(thread_id, str) and layout.id_key(checkpoint_id) == key:
+            return thread_id
+    except CheckpointError:
+        pass
+    return None
 
 
 def id_entry_thread(data: bytes, checkpoint_id: str) -> str:

@@ -163,13 +163,26 @@ def _strs(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def _thread_object(key: Any, thread_id: str) -> None:
-    """A key maintenance may delete: inside the thread's folder, or the thread's ``_ids/`` entries."""
-    _need(isinstance(key, str), "object key is not a string")
-    prefix = layout.thread_dir(thread_id) + "/"
-    _need(key.startswith((prefix, "_ids/")), f"object key {key!r} is outside the thread")
-    segments = key.split("/")
-    _need(all(seg not in ("", ".", "..") for seg in segments) and "\x00" not in key, f"bad object key {key!r}")
+def _tombstoned(key: Any, entry: Any, thread_id: str) -> None:
+    """What a tombstone may name: a payload object of its own thread, or an id entry in the form the
+    archive writes it (gc checks that the entry is this thread's before deleting it). Never the log,
+    the parts, the hint or another thread's objects: gc deletes what a tombstone names."""
+    if isinstance(key, str) and key.startswith(layout.IDS + "/"):
+        _need(layout.is_id_key(key), f"tombstone names {key!r}, which is no id entry")
+    else:
+        folder = key.removeprefix(layout.thread_dir(thread_id) + "/").partition("/")[0] if isinstance(key, str) else ""
+        _need(folder in layout.PAYLOAD_FOLDERS, f"tombstone names {key!r}, which is no payload object of the thread")
+        check_object_key(key, thread_id, folder)
+    at = entry.get("at") if isinstance(entry, dict) else None
+    _need(_aware(at) and _int(entry.get("size")), "tombstone time or size")
+
+
+def _aware(value: Any) -> bool:
+    """An ISO-8601 time with its offset (gc compares it with an aware cutoff)."""
+    try:
+        return isinstance(value, str) and datetime.fromisoformat(value).tzinfo is not None
+    except ValueError:
+        return False
 
 
 def _maintenance(action: dict[str, Any], thread_id: str) -> None:
@@ -182,11 +195,10 @@ def _maintenance(action: dict[str, Any], thread_id: str) -> None:
             _ref(action["set"]["ref"], thread_id)
     elif kind == "tombstone":
         objects = action.get("objects")
-        _need(isinstance(action.get("at"), str) and isinstance(objects, dict), "tombstone action")
+        _need(isinstance(objects, dict), "tombstone action")
         assert isinstance(objects, dict)
         for key, size in objects.items():
-            _thread_object(key, thread_id)
-            _need(_int(size), "tombstone size")
+            _tombstoned(key, {"at": action.get("at"), "size": size}, thread_id)
     elif kind == "purge":
         _need(_strs(action.get("keys")), "purge keys")
 
@@ -198,6 +210,13 @@ def check_folded(doc: dict[str, Any], thread_id: str, key: str | None = None) ->
         raise CorruptManifest("malformed folded manifest", thread_id=thread_id, key=key)
     if not all(isinstance(ops, list) for ops in inline.values()):
         raise CorruptManifest("malformed folded manifest: inline ops", thread_id=thread_id, key=key)
+    tombstones = doc.get("tombstones", {})
+    try:
+        _need(isinstance(tombstones, dict), "tombstones")
+        for name, entry in tombstones.items():
+            _tombstoned(name, entry, thread_id)
+    except _Bad as exc:
+        raise CorruptManifest(f"malformed folded manifest: {exc}", thread_id=thread_id, key=key) from None
     for rec in records:
         check_record(rec, thread_id, key)
 

@@ -3,14 +3,16 @@
 ``gc`` lists the archive once and deletes, for every thread it can read:
 
 * tombstoned objects (recorded by prune/remove/edit) whose tombstone is older
-  than the grace period, then commits a ``purge`` so the manifest forgets them;
+  than the grace period, then commits a ``purge`` so the manifest forgets them
+  (a tombstone names only payloads of its thread and id entries, ``format.schema``;
+  an id entry goes only if it names this thread);
 * orphans: snapshots/segments no record references and no tombstone names
   (payloads of saves that lost a race or crashed), once their mtime is older
   than the grace period;
 * manifest objects a newer folded manifest supersedes: commit entries up to
-  the newest folded manifest, older folded manifests and sealed parts no
-  current fold names (again only when older than the grace period, see
-  docs/format/spec.md for why that is safe);
+  the newest folded manifest (when it reads whole), older folded manifests and
+  sealed parts no fold that stays names (again only when older than the grace
+  period, see docs/format/spec.md for why that is safe);
 * temporary files of interrupted local writes in the archive's own folders,
   ``_ids/`` entries of checkpoints no manifest has, and S3 multipart uploads of
   the archive's keys started before the grace period.
@@ -37,13 +39,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..engine import Engine, Fold, Plan, gc_floor
-from ..errors import CheckpointError, UnsafeGcGrace
+from ..engine.folds import read_folded
+from ..errors import CheckpointError, CorruptManifest, MissingObject, UnsafeGcGrace
 from ..format import layout
-from ..format.manifest import Manifest
+from ..format.manifest import Manifest, id_entry_owner
+from ..format.parts import checked_part_refs
 from ..retention import GcReport
 from . import reads
-
-_PAYLOADS = ("snapshots", "deltas", "pages")
 
 
 def _folder(rel: str) -> str | None:
@@ -91,7 +93,8 @@ async def _thread_gc(
     refs = m.referenced_keys()
     live_ids.update(layout.id_key(cid) for cid in m.records)
     doomed: list[str] = []
-    for key, tomb in m.tombstones.items():
+    due_ids: list[str] = []
+    for key, tomb in m.tombstones.items():  # each names a payload of this thread or an id entry (schema)
         at = datetime.fromisoformat(tomb["at"])
         mtime = objects.get(key, {}).get("mtime")
         if key in refs or (mtime is not None and mtime > at):
@@ -100,17 +103,21 @@ async def _thread_gc(
             forget.add(key)
             continue
         if at <= cutoff:
+            forget.add(key)  # deleted now (or not this thread's to delete): the purge commit drops it
             if key.startswith("_ids/"):
-                report.id_entries += key in objects
-            elif key in objects:
+                due_ids.append(key)
+                continue
+            if key in objects:
                 report.bytes_freed += objects[key]["size"]
                 report.tombstones_purged += 1
             doomed.append(key)
-            forget.add(key)  # deleted now: the purge commit drops its tombstone
         else:
             report.pending += 1
             if key.startswith("_ids/"):
                 protected_ids.add(key)
+    for key in await _own_id_entries(engine, thread_id, [k for k in due_ids if k in objects]):
+        report.id_entries += 1
+        doomed.append(key)
     prefix = layout.thread_dir(thread_id) + "/"
     logs = {k: v for k, v in mine.items() if _folder(k[len(prefix) :]) == "_log"}
     folds = {k: entry[1] for k in logs if (entry := layout.log_name(posixpath.basename(k))) and entry[0] == "fold"}
@@ -119,17 +126,34 @@ async def _thread_gc(
     keep_from = min(
         [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
     )
-    for key in _superseded(logs, keep_from):
-        if _old(logs[key], cutoff):
-            doomed.append(key)
-            report.manifests += 1
-            report.bytes_freed += logs[key]["size"]
-    parts = {p["key"] for p in m.parts}
-    for key, seq in folds.items():  # every fold that stays names parts that must stay too
-        if seq >= keep_from:
-            data = await engine.store.get_or_none(key)
+    read: dict[str, bytes | None] = {}
+    if keep_from and (base := layout.manifest_key(thread_id, keep_from)) in folds:
+        # the log below a fold is only collected when that fold reads whole: a corrupt one is replaced
+        # by replaying the commits it folds (engine.log), which must then stay
+        read[base] = data = await engine.store.get_or_none(base)
+        try:
             if data is not None:
-                parts.update(p["key"] for p in Manifest.part_refs(data, f"folded manifest {key!r}"))
+                await read_folded(engine.store, thread_id, data, f"manifest {keep_from}", key=base, seq=keep_from)
+        except (CorruptManifest, MissingObject) as exc:
+            report.errors.append(f"thread {thread_id!r}: log kept whole, its fold {keep_from} does not read: {exc}")
+            keep_from = 0
+    superseded = [key for key in _superseded(logs, keep_from) if _old(logs[key], cutoff)]
+    for key in superseded:
+        doomed.append(key)
+        report.manifests += 1
+        report.bytes_freed += logs[key]["size"]
+    # every fold that stays names parts that must stay too: those from ``keep_from`` on, and a superseded
+    # one younger than the grace (it names parts as old as the thread, which a newer fold may have merged
+    # away or re-sealed: keeping only the newer folds' parts left it naming deleted ones)
+    gone = set(superseded)
+    kept = [key for key in folds if key not in gone]
+    parts = {p["key"] for p in m.parts}
+    unread = [key for key in kept if key not in read]
+    read.update(zip(unread, await engine.store.get_many(unread), strict=True))
+    for key in kept:
+        if (data := read[key]) is not None:  # gone since the listing: it names nothing any more
+            what = f"folded manifest {key!r}"
+            parts.update(p["key"] for p in checked_part_refs(data, what, thread_id=thread_id, key=key))
     for key, info in mine.items():
         rel = key[len(prefix) :]
         if key in refs or key in m.tombstones or key in parts or not _old(info, cutoff):
@@ -138,7 +162,7 @@ async def _thread_gc(
             report.temp_files += 1
         elif _folder(rel) == "_parts":  # sealed parts of a superseded fold
             report.manifests += 1
-        elif _folder(rel) in _PAYLOADS:
+        elif _folder(rel) in layout.PAYLOAD_FOLDERS:
             report.orphans += 1
         else:
             continue
@@ -147,9 +171,15 @@ async def _thread_gc(
     return doomed
 
 
-def _id_entry(key: str) -> bool:
-    folder, _, name = key.partition("/")
-    return folder == layout.IDS and name.endswith(".json") and "/" not in name
+async def _own_id_entries(engine: Engine, thread_id: str, keys: list[str]) -> list[str]:
+    """Those of the id entries ``keys`` that say they are this thread's. A tombstone can name any id
+    entry (the key is all it holds), and another thread may have taken the id over since: gc deletes
+    an entry only for the thread it names (an unreadable one is left alone, for verify to report)."""
+    own = []
+    for key, data in zip(keys, await engine.store.get_many(keys), strict=True):
+        if data is not None and id_entry_owner(data, key) == thread_id:
+            own.append(key)
+    return own
 
 
 async def _purge(engine: Engine, thread_id: str, keys: set[str]) -> None:
@@ -224,7 +254,7 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
             continue
         if layout.own_temp(key):
             report.temp_files += 1
-        elif _id_entry(key) and ids_safe and key not in live_ids and key not in protected_ids:
+        elif layout.is_id_key(key) and ids_safe and key not in live_ids and key not in protected_ids:
             if key in already:
                 continue
             report.id_entries += 1

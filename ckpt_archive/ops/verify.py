@@ -226,8 +226,11 @@ async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], repor
                 )
             )
         if data is None:
-            # below a good folded manifest, maintenance may have removed commits; above it they are needed
-            if m is not None and not any(f >= s for f in good_folds):
+            # below a good folded manifest, maintenance may have removed commits (never commit 1, by which
+            # a reader with no usable hint tells the thread exists); above it they are needed
+            if s == 1:
+                report.problems.append(Problem("MissingObject", _NO_COMMIT_1, thread_id, key=key))
+            elif m is not None and not any(f >= s for f in good_folds):
                 report.problems.append(Problem("MissingObject", "commit entry is missing", thread_id, key=key))
             m = None
             continue
@@ -249,6 +252,13 @@ async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], repor
             Problem("CorruptManifest", "the thread's manifest cannot be rebuilt from its log", thread_id)
         )
     return m
+
+
+_NO_COMMIT_1 = (
+    "commit 1 is missing (gc never deletes it): a reader without a usable head hint takes the thread for a "
+    "new one, and a save there starts a new history over it; restore the commit from a backup, or delete "
+    "the thread again if deleting it was interrupted"
+)
 
 
 def _records(m: Manifest) -> Any:
