@@ -10,7 +10,9 @@ refused (the copy would otherwise be attached to someone else's history).
 Portable file: a zstd-compressed tar holding ``export.json`` (first member:
 ``{"format": "ckpt-archive-export", "version": 1, "threads": [{"thread_id",
 "file", "checkpoints"}]}``) and one ``threads/<n>.jsonl`` per thread, one
-checkpoint per line as JSON. No pickle.
+checkpoint per line as JSON. No pickle. A file may come from anyone: ``read_portable`` checks every
+bound of spec section 12 (``limits.EXPORT_*``) before it reads what the bound covers, streams each
+member a line at a time, and refuses anything else with ``InvalidExport``, one line.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ from typing import Any
 
 import orjson
 import pytest
+import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import ckpt_archive as ca
@@ -252,3 +255,32 @@ def test_an_export_round_trips_with_its_declared_counts(tmp_path: Path) -> None:
     got = [(t, n, replay(dest, t, ckpts).copied) for t, n, ckpts in read_portable(buf)]
     assert got == [("t", 5, 5)]
     assert dest.load("t").state == {"n": 4}
+
+
+def _valid_tar() -> bytes:
+    source = ca.open_archive("memory://import-bounds-fuzz")
+    if not source.list("t"):
+        first = ca.Checkpoint.new("t", {"n": 0})
+        source.save(first)
+        source.save(ca.Checkpoint.new("t", {"n": 1}, step=1).with_parent(first.checkpoint_id))
+    buf = io.BytesIO()
+    write_portable(source, ["t"], buf)
+    return zstandard.ZstdDecompressor().stream_reader(io.BytesIO(buf.getvalue())).read()
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_any_damaged_export_imports_or_is_refused_typed(data: st.DataObject) -> None:
+    """Bytes of a valid export's tar overwritten anywhere (headers, sizes, JSON, lines): the import
+    succeeds or raises a ``CheckpointError``, never anything else."""
+    tar = bytearray(_valid_tar())
+    at = data.draw(st.integers(0, len(tar) - 1))
+    blob = data.draw(st.binary(min_size=1, max_size=16))
+    tar[at : at + len(blob)] = blob
+    packed = zstandard.ZstdCompressor().compress(bytes(tar))
+    dest = ca.open_archive(f"memory://import-bounds-{data.draw(st.uuids())}")
+    try:
+        for t, _, ckpts in read_portable(io.BytesIO(packed)):
+            replay(dest, t, ckpts)
+    except ca.CheckpointError:
+        pass
