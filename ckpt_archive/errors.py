@@ -113,6 +113,13 @@ class ObjectTooLarge(IntegrityError):
     (``ckpt_archive.limits``): a decompression bomb or damage, refused before the memory is taken."""
 
 
+class NotARegularFile(ObjectTooLarge):
+    """A local archive object is a FIFO, a device, a socket or a folder (or a symlink to one), never
+    what a writer stores: a FIFO blocks a reader's open, a device reads without end. Refused unread,
+    as an object of unbounded size is, so every reader that falls back from an oversized object (an
+    optional hint or fold) falls back from it too, and verify reports it."""
+
+
 class MissingObject(IntegrityError):
     """An object the manifest references is gone."""
 

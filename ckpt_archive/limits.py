@@ -52,6 +52,31 @@ before reading it): its longest is its row groups, at most one per inline delta 
 FOOTER_STRING_BYTES = 1 * MiB
 """One string of a segment's Parquet footer: the thread id (at most 64 KiB of UTF-8) is its longest."""
 
+EXPORT_HEADER_BYTES = DOCUMENT_BYTES
+"""``export.json`` of a portable export (``transfer``): per thread its id (at most 64 KiB of UTF-8, up
+to six bytes of JSON each), its member's name and its count; the writer refuses an export of more
+threads than this holds (export them in several files)."""
+
+EXPORT_LINE_BYTES = STATE_BYTES + DOCUMENT_BYTES
+"""One checkpoint of a portable export, one JSON line: its state and messages (``STATE_BYTES`` of JSON
+at most) and its other fields, which one commit entry holds (``DOCUMENT_BYTES``)."""
+
+EXPORT_TAR_HEADER_BYTES = SMALL_BYTES
+"""What a tar stream may hold between two members' data: the next member's header blocks (a pax
+header for a long name), end-of-archive blocks and tarfile's read-ahead (10 KiB). ``tarfile`` reads
+a pax or GNU long-name header whole, so it is bounded before tarfile sees it."""
+
+EXPORT_WINDOW_BYTES = 8 * MiB
+"""The zstd window of a portable export: the writer's is 4 MiB (level 10, ``window_log`` 22); a
+reader refuses a frame that asks for more (a decoder allocates its window whole)."""
+
+
+def export_member_bytes(checkpoints: int) -> int:
+    """The largest ``threads/<n>.jsonl`` member an export writes for a thread of ``checkpoints``
+    checkpoints (their lines, each at most ``EXPORT_LINE_BYTES`` with its newline)."""
+    return checkpoints * EXPORT_LINE_BYTES
+
+
 # decoded bytes (uncompressed document, page, snapshot; for a segment: the Parquet object itself,
 # and the uncompressed size of one row group its footer declares)
 LIMITS: dict[str, int] = {

@@ -10,11 +10,14 @@ refused (the copy would otherwise be attached to someone else's history).
 Portable file: a zstd-compressed tar holding ``export.json`` (first member:
 ``{"format": "ckpt-archive-export", "version": 1, "threads": [{"thread_id",
 "file", "checkpoints"}]}``) and one ``threads/<n>.jsonl`` per thread, one
-checkpoint per line as JSON. No pickle.
+checkpoint per line as JSON. No pickle. A file may come from anyone: ``read_portable`` checks every
+bound of spec section 12 (``limits.EXPORT_*``) before it reads what the bound covers, streams each
+member a line at a time, and refuses anything else with ``InvalidExport``, one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import tarfile
 import tempfile
@@ -25,13 +28,14 @@ from typing import IO, Any
 
 import orjson
 import zstandard
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
+from . import limits
 from ._sync import run_sync
 from .analysis.frames import states as history
 from .archive import ArchiveCheckpointer
 from .errors import CheckpointError, DuplicateCheckpointId
-from .model import Checkpoint
+from .model import Checkpoint, check_identifier
 from .ops.save import save
 
 EXPORT_FORMAT = "ckpt-archive-export"
@@ -109,7 +113,9 @@ def write_portable(
             report = CopyReport(thread)
             with open(path, "wb") as f:
                 for ckpt in history(source, thread):
-                    f.write(orjson.dumps(ckpt.model_dump(mode="json")) + b"\n")
+                    line = orjson.dumps(ckpt.model_dump(mode="json")) + b"\n"
+                    _check_written(f"checkpoint {ckpt.checkpoint_id!r}", len(line), limits.EXPORT_LINE_BYTES)
+                    f.write(line)
                     report.copied += 1
                     if tick is not None:
                         tick()
@@ -124,11 +130,12 @@ def write_portable(
                 for n, r in enumerate(reports)
             ],
         }
+        data = orjson.dumps(header, option=orjson.OPT_INDENT_2)
+        _check_written("export.json", len(data), limits.EXPORT_HEADER_BYTES)
         with (
-            zstandard.ZstdCompressor(level=10).stream_writer(out, closefd=False) as zout,
+            zstandard.ZstdCompressor(compression_params=_WRITER).stream_writer(out, closefd=False) as zout,
             tarfile.open(fileobj=zout, mode="w|") as tar,
         ):
-            data = orjson.dumps(header, option=orjson.OPT_INDENT_2)
             info = tarfile.TarInfo("export.json")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -137,57 +144,187 @@ def write_portable(
     return reports
 
 
+_WRITER = zstandard.ZstdCompressionParameters.from_level(10, window_log=22)
+"""Level 10 with its own 4 MiB window, named: readers refuse more than ``limits.EXPORT_WINDOW_BYTES``."""
+
+
+def _check_written(what: str, size: int, bound: int) -> None:
+    """Refuse to write what an import would refuse to read."""
+    if size > bound:
+        raise InvalidExport(f"{what} would take {size} bytes of the export, more than an import reads ({bound})")
+
+
 def read_portable(src: IO[bytes], only: set[str] | None = None) -> Iterator[tuple[str, int, Iterator[Checkpoint]]]:
-    """``(thread_id, count, checkpoints)`` for each thread in a portable file (streamed)."""
-    try:
-        reader = zstandard.ZstdDecompressor().stream_reader(src, closefd=False)
-        with tarfile.open(fileobj=reader, mode="r|") as tar:
+    """``(thread_id, count, checkpoints)`` for each thread in a portable file (streamed: consume each
+    thread's checkpoints before asking for the next thread; ``count`` is what export.json declares).
+
+    A hostile file costs a bounded read, whatever it declares: the zstd window is bounded
+    (``limits.EXPORT_WINDOW_BYTES``), each member is checked before it is read (a regular file, named
+    once, by export.json, of at most what its checkpoints can take: ``limits.export_member_bytes``),
+    lines are read one at a time up to ``limits.EXPORT_LINE_BYTES``, and the tar stream is cut off past
+    the member being read plus ``limits.EXPORT_TAR_HEADER_BYTES`` (tarfile reads a pax header whole).
+    Anything else is ``InvalidExport``, one line."""
+    with _damaged():
+        reader = zstandard.ZstdDecompressor(max_window_size=limits.EXPORT_WINDOW_BYTES).stream_reader(
+            src, closefd=False
+        )
+        stream = _Budget(reader)
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
             members = iter(tar)
             first = next(members, None)
             if first is None or first.name != "export.json":
                 raise InvalidExport("not a ckpt-archive export: export.json is not its first member")
+            _check_member(first, limits.EXPORT_HEADER_BYTES, stream)
             header = _header(_read_member(tar, first))
-            by_file = {t["file"]: t for t in header["threads"]}
+            by_file = {t.file: t for t in header.threads}
+            seen: set[str] = set()
             for member in members:
                 entry = by_file.get(member.name)
-                if entry is None:
-                    raise InvalidExport(f"export holds an unexpected member {member.name!r}")
-                if only is not None and entry["thread_id"] not in only:
+                if entry is None or member.name in seen:
+                    again = "a second" if entry is not None else "an unexpected"
+                    raise InvalidExport(f"export holds {again} member {member.name!r}: not written by ckpt_archive")
+                seen.add(member.name)
+                _check_member(member, limits.export_member_bytes(entry.checkpoints), stream)
+                if only is not None and entry.thread_id not in only:
                     continue
-                lines = _read_member(tar, member).splitlines()
-                yield entry["thread_id"], len(lines), (_checkpoint(line, member.name) for line in lines)
+                yield entry.thread_id, entry.checkpoints, _checkpoints(tar, member, entry.checkpoints)
+            lost = [t.file for t in header.threads if t.file not in seen and (only is None or t.thread_id in only)]
+            if lost:
+                raise InvalidExport(f"export lacks member {lost[0]!r} that export.json names: the file is truncated")
+
+
+@contextlib.contextmanager
+def _damaged() -> Iterator[None]:
+    """Errors of a damaged file (its tar, its zstd frame, cut short) as ``InvalidExport``."""
+    try:
+        yield
     except (tarfile.TarError, zstandard.ZstdError, EOFError) as exc:
         raise InvalidExport(f"export file is damaged or not a .tar.zst ({type(exc).__name__}: {exc})") from None
 
 
+class _Budget(io.RawIOBase):
+    """The decompressed tar stream, refused past ``limit`` bytes: the end of the member being read plus
+    ``limits.EXPORT_TAR_HEADER_BYTES`` (``_check_member`` moves it on), so no header tarfile reads whole
+    (a pax or GNU long-name header) and no member data can be bigger than was checked."""
+
+    def __init__(self, raw: zstandard.ZstdDecompressionReader) -> None:
+        super().__init__()
+        self.raw, self.pos, self.limit = raw, 0, limits.EXPORT_TAR_HEADER_BYTES
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        n = int(self.raw.readinto(view[: min(len(view), self.limit + 1 - self.pos)]))
+        self.pos += n
+        if self.pos > self.limit:
+            raise InvalidExport(
+                f"export's tar stream holds more than its members declare (past byte {self.limit}): a header "
+                "bigger than any ckpt_archive writes, or damage; refused"
+            )
+        return n
+
+
+def _check_member(member: tarfile.TarInfo, bound: int, stream: _Budget) -> None:
+    """Refuse a member that is not a regular file or is bigger than ``bound``, before it is read; let
+    the stream run to its end and the next member's header."""
+    if not member.isreg():
+        kind = "a symlink" if member.issym() else "a hard link" if member.islnk() else "not a regular file"
+        raise InvalidExport(f"export member {member.name!r} is {kind}: not written by ckpt_archive, refused")
+    if member.size > bound:
+        raise InvalidExport(
+            f"export member {member.name!r} declares {member.size} bytes, more than ckpt_archive writes for "
+            f"it ({bound}): refused unread (not written by ckpt_archive, or damaged)"
+        )
+    blocks = -(-member.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
+    stream.limit = member.offset_data + blocks + limits.EXPORT_TAR_HEADER_BYTES
+
+
 def _read_member(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """A member already checked (``_check_member``) to be small enough to read whole."""
     f = tar.extractfile(member)
     if f is None:
         raise InvalidExport(f"export member {member.name!r} is not a file")
     return f.read()
 
 
-def _header(data: bytes) -> dict[str, Any]:
+def _checkpoints(tar: tarfile.TarFile, member: tarfile.TarInfo, declared: int) -> Iterator[Checkpoint]:
+    """The member's checkpoints, one line at a time: a line over ``limits.EXPORT_LINE_BYTES`` and a
+    count other than export.json declares are refused."""
+    with _damaged():
+        f = tar.extractfile(member)
+        if f is None:
+            raise InvalidExport(f"export member {member.name!r} is not a file")
+        count = 0
+        while line := f.readline(limits.EXPORT_LINE_BYTES + 1):
+            if len(line) > limits.EXPORT_LINE_BYTES:
+                raise InvalidExport(
+                    f"{member.name}: line {count + 1} is longer than any checkpoint ({limits.EXPORT_LINE_BYTES} "
+                    "bytes): refused (not written by ckpt_archive, or damaged)"
+                )
+            count += 1
+            if count > declared:
+                raise InvalidExport(f"{member.name}: more checkpoints than export.json declares ({declared})")
+            yield _checkpoint(line, member.name)
+        if count != declared:
+            raise InvalidExport(
+                f"{member.name}: {count} checkpoints, export.json declares {declared}: the file is truncated"
+            )
+
+
+class _ExportThread(BaseModel):
+    """One thread of export.json, its types checked (a list where an id belongs is refused, typed)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    thread_id: str
+    file: StrictStr
+    checkpoints: int = Field(strict=True, ge=0)
+
+    @field_validator("thread_id", mode="before")
+    @classmethod
+    def _thread_id(cls, v: Any) -> str:
+        return check_identifier(v, "thread_id")
+
+
+class _ExportHeader(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    threads: list[_ExportThread]
+
+
+def _header(data: bytes) -> _ExportHeader:
     try:
-        header = orjson.loads(data)
+        doc = orjson.loads(data)
     except orjson.JSONDecodeError:
         raise InvalidExport("export.json is not JSON") from None
-    if not isinstance(header, dict) or header.get("format") != EXPORT_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != EXPORT_FORMAT:
         raise InvalidExport("not a ckpt-archive export (export.json names another format)")
-    if header.get("version") != EXPORT_VERSION:
+    if doc.get("version") != EXPORT_VERSION:
         raise InvalidExport(
-            f"export version {header.get('version')!r} is not supported (this ckpt_archive reads {EXPORT_VERSION})"
+            f"export version {doc.get('version')!r} is not supported (this ckpt_archive reads {EXPORT_VERSION})"
         )
-    threads = header.get("threads")
-    if not isinstance(threads, list) or not all(
-        isinstance(t, dict) and {"thread_id", "file"} <= t.keys() for t in threads
-    ):
-        raise InvalidExport("export.json has no valid thread list")
+    try:
+        header = _ExportHeader.model_validate(doc)
+    except ValidationError as exc:
+        raise InvalidExport(f"export.json has no valid thread list ({_first_error(exc)})") from None
+    files = [t.file for t in header.threads]
+    if len(set(files)) != len(files):
+        raise InvalidExport("export.json has no valid thread list (two threads name the same member)")
     return header
+
+
+def _first_error(exc: ValidationError) -> str:
+    """Pydantic's first complaint, on one line: where (``threads.0.thread_id``) and what."""
+    err = exc.errors()[0]
+    where = ".".join(str(part) for part in err["loc"])
+    return f"{where}: {' '.join(str(err['msg']).split())}" if where else " ".join(str(err["msg"]).split())
 
 
 def _checkpoint(line: bytes, where: str) -> Checkpoint:
     try:
         return Checkpoint.model_validate(orjson.loads(line))
     except (orjson.JSONDecodeError, ValidationError) as exc:
-        raise InvalidExport(f"{where}: a line is not a valid checkpoint ({str(exc).splitlines()[0]})") from None
+        detail = _first_error(exc) if isinstance(exc, ValidationError) else str(exc).splitlines()[0]
+        raise InvalidExport(f"{where}: a line is not a valid checkpoint ({detail})") from None

@@ -244,18 +244,24 @@ def import_cmd(
 ) -> None:
     """Copy threads from a .tar.zst export or another archive into this one (re-runs skip what is there)."""
     with guarded(debug):
-        dest = open_from(settings(url, config), create=True)
+        target = settings(url, config)
         wanted = set(only) if only else None
+        # the destination is opened (created if need be) only once the source has shown it holds threads:
+        # a damaged or hostile export leaves nothing behind
+        dest: ArchiveCheckpointer | None = None
         with progress("importing", None) as tick:
             if is_portable(source):
                 if not Path(source).is_file():
                     raise Fail(f"export file {source!r} does not exist")
+                reports = []
                 with open(source, "rb") as f:
-                    reports = [replay(dest, t, ckpts, tick) for t, _, ckpts in read_portable(f, wanted)]
+                    for t, _, ckpts in read_portable(f, wanted):
+                        dest = dest or open_from(target, create=True)
+                        reports.append(replay(dest, t, ckpts, tick))
             else:
                 src = destination(source, from_config, create=False)
                 names = [t for t in src.threads() if wanted is None or t in wanted]
-                reports = copy_threads(src, dest, names, tick)
+                reports = copy_threads(src, open_from(target, create=True), names, tick)
         if wanted is not None:
             missing = wanted - {r.thread_id for r in reports}
             if missing:

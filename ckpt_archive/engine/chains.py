@@ -14,11 +14,19 @@ from __future__ import annotations
 import enum
 import functools
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ..delta import MESSAGES, Delta, apply_checkpoint
-from ..errors import BrokenChain, CheckpointError, IntegrityError, MissingObject, ProtectionMismatch, TruncatedObject
+from ..errors import (
+    BrokenChain,
+    CheckpointError,
+    IntegrityError,
+    MissingObject,
+    ObjectTooLarge,
+    ProtectionMismatch,
+    TruncatedObject,
+)
 from ..format import crypto, pages
 from ..format.content import Content, state_key
 from ..format.crypto import Encryption
@@ -89,7 +97,8 @@ class ChainReader:
         walk: bool = False,
     ) -> None:
         self.service, self.thread_id, self.mode, self.cache, self.walk = service, thread_id, mode, cache, walk
-        self.objects: dict[str, bytes | None] = {}  # fetched (None: absent); not yet consumed
+        # fetched (None: absent; an error: refused by the store, raised when it is needed); not yet consumed
+        self.objects: dict[str, bytes | ObjectTooLarge | None] = {}
         self.readers: OrderedDict[str, SegmentReader] = OrderedDict()
         self.states: OrderedDict[str, Content] = OrderedDict()  # by state_key
         self.failed: set[str] = set()  # state keys of checkpoints that could not be rebuilt (REPORT)
@@ -134,7 +143,7 @@ class ChainReader:
                 building.add(chain[-1]["id"])
         return sorted(k for k in keys if k not in self.objects and k not in self.readers)
 
-    def hold(self, keys: list[str], datas: list[bytes | None]) -> None:
+    def hold(self, keys: list[str], datas: Sequence[bytes | ObjectTooLarge | None]) -> None:
         """Objects fetched by the caller (alongside other requests), for the replays to come."""
         self.objects.update(zip(keys, datas, strict=True))
 
@@ -142,7 +151,7 @@ class ChainReader:
         """One concurrent batch of GETs; nothing when ``keys`` is empty."""
         missing = [k for k in keys if k not in self.objects]
         if missing:
-            self.hold(missing, await self.service.store.get_many(missing))
+            self.hold(missing, await self.service.store.get_each(missing))
 
     # -- replay -------------------------------------------------------------------
     async def content(self, chain: list[Record], inline: dict[str, Delta]) -> Content:
@@ -209,6 +218,9 @@ class ChainReader:
         if key not in self.objects:
             await self.fetch([key])
         data = self.objects[key]
+        if isinstance(data, ObjectTooLarge):
+            self.damaged.add(key)
+            raise data
         if data is None:
             self.damaged.add(key)
             raise MissingObject(

@@ -201,7 +201,7 @@ async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], repor
     seqs = sorted(present | {s + 1 for s in [0, *commits] if s + 1 <= last and s + 1 not in present})
     entry_keys = [layout.log_key(thread_id, s) for s in commits]
     fold_keys = [layout.manifest_key(thread_id, s) for s in folded]
-    datas = await engine.store.get_many(entry_keys + fold_keys)
+    datas = await engine.store.get_each(entry_keys + fold_keys)  # one refused unread is reported below
     entries = dict(zip(commits, datas[: len(entry_keys)], strict=True))
     folds = dict(zip(folded, datas[len(entry_keys) :], strict=True))
     good_folds: dict[int, Manifest] = {}
@@ -210,6 +210,8 @@ async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], repor
         try:
             if data is None:
                 raise MissingObject("folded manifest vanished while verifying", thread_id=thread_id, key=key)
+            if isinstance(data, CheckpointError):
+                raise data
             good_folds[s] = await read_folded(engine.store, thread_id, data, f"manifest {s}", key=key, seq=s)
         except CheckpointError as exc:
             report.problems.append(Problem.of(exc, thread_id))
@@ -235,6 +237,8 @@ async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], repor
             m = None
             continue
         try:
+            if isinstance(data, CheckpointError):
+                raise data
             doc = unseal(data, f"commit {s}", thread_id=thread_id, key=key, kind="commit entry")
             if m is None:
                 base = max((f for f in good_folds if f < s), default=None)
@@ -285,10 +289,12 @@ def _chains(m: Manifest) -> Iterator[list[Record]]:
 
 async def _verify_ids(engine: Engine, m: Manifest, report: VerifyReport) -> None:
     ids = list(m.records)
-    datas = await engine.store.get_many([layout.id_key(cid) for cid in ids])
+    datas = await engine.store.get_each([layout.id_key(cid) for cid in ids])
     for cid, data in zip(ids, datas, strict=True):
         key = layout.id_key(cid)
         try:
+            if isinstance(data, CheckpointError):
+                raise data
             if data is None:
                 raise MissingObject(
                     "id entry is missing: load_by_id cannot find it",

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any, TypedDict, TypeVar
 
 from .. import limits
-from ..errors import InvalidIdentifier
+from ..errors import InvalidIdentifier, ObjectTooLarge
 from .failures import absent
 from .retry import Retry
 
@@ -104,6 +104,20 @@ class ObjectStore(abc.ABC):
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         return list(await asyncio.gather(*(self.get_or_none(k) for k in keys)))
+
+    async def get_each(self, keys: Sequence[str]) -> list[bytes | ObjectTooLarge | None]:
+        """``get_many``, but an object the store refuses unread (``ObjectTooLarge``: over its kind's
+        bound, or not a regular file) comes back as its error in its place: a reader of many objects
+        that reports every problem (verify) reports it and reads the others; one that raises, raises
+        it when it comes to that object."""
+
+        async def one(key: str) -> bytes | ObjectTooLarge | None:
+            try:
+                return await self.get_or_none(key)
+            except ObjectTooLarge as exc:
+                return exc
+
+        return list(await asyncio.gather(*(one(k) for k in keys)))
 
     async def list_dir(self, prefix: str) -> list[str]:
         """Names directly under ``prefix`` (files and folders), sorted; [] if it does not exist."""

@@ -3,13 +3,20 @@
 file. (``open("xb")`` would let them; ``LocalFileSystem.mv`` silently overwrites.) A plain put
 renames the temp file over the old one, so readers see the old or the new bytes.
 
-Reads check the size an ``fstat`` gives before reading: a file too big for its kind is refused unread.
+Reads take regular files only (a symlink is followed, to a regular file): a FIFO would block a reader's
+``open`` until some writer came, a device (``/dev/zero``) reads without end, and a device's size says
+nothing (0). The file is checked by ``stat`` before it is opened (a device is never opened), opened with
+``O_NONBLOCK`` (a FIFO swapped in meanwhile cannot block) and checked again by ``fstat`` on the open
+descriptor; a file too big for its kind is refused unread by that size, and the read itself stops one
+byte past the bound (``limits.read_end``), whatever the file grew to since.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import uuid
 from collections.abc import Sequence
 from typing import Unpack
@@ -17,6 +24,7 @@ from typing import Unpack
 import fsspec
 
 from .. import limits
+from ..errors import NotARegularFile
 from .base import Listing, ObjectStore, StoreOptions
 from .sync_fs import SyncFs
 
@@ -58,11 +66,59 @@ class LocalStore(ObjectStore):
 
 
 def _read_local(path: str, kind: str | None = None, key: str | None = None) -> bytes:
-    """The file's bytes; a file too big for an archive object of ``kind`` is refused unread."""
-    with open(path, "rb") as f:
+    """The file's bytes, at most one past the bound of ``kind``; anything but a regular file, and a file
+    too big for an archive object of ``kind``, is refused unread (see the module doc)."""
+    where = key if key is not None else path
+    _check_regular(os.stat(path).st_mode, where)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a FIFO on some systems): nothing to read
+            _check_regular(stat.S_IFSOCK, where)
+        raise
+    try:
+        size = os.fstat(fd)
+        _check_regular(size.st_mode, where)
         if kind is not None:
-            limits.check_stored(kind, os.fstat(f.fileno()).st_size, key=key)
-        return f.read()
+            limits.check_stored(kind, size.st_size, key=key)
+        return limits.check_cut(kind, _read_to(fd, size.st_size, limits.read_end(kind)), key=key)
+    finally:
+        os.close(fd)
+
+
+def _read_to(fd: int, size: int, end: int | None) -> bytes:
+    """The bytes of ``fd`` up to EOF or ``end``, in one read of the ``size`` fstat gave (and one more
+    that finds EOF): a read of ``end`` bytes would allocate all of them whatever the file holds, and a
+    file that grew since is read on in small chunks, never past ``end``."""
+    chunks, got, want = [], 0, size + 1
+    while end is None or got < end:
+        chunk = os.read(fd, want if end is None else min(want, end - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+        want = 1 << 16
+    return b"".join(chunks)  # one chunk (the usual case): that very object, no copy
+
+
+_SPECIAL = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def _check_regular(mode: int, where: str) -> None:
+    """Refuse what is not a regular file (``mode`` as ``stat`` gives it, the symlink followed)."""
+    if not stat.S_ISREG(mode):
+        what = _SPECIAL.get(stat.S_IFMT(mode), "not a file")
+        raise NotARegularFile(
+            f"archive object is {what}, not a regular file (a symlink to one is refused too): remove it, "
+            "then restore the object from a copy (verify lists what is lost)",
+            key=where,
+        )
 
 
 def _copy_local(src: str, dst: str) -> None:
