@@ -167,7 +167,9 @@ def _owned_upload(key: str) -> bool:
 
 def check_grace(engine: Engine, grace: timedelta | None, unsafe_no_writers: bool) -> timedelta:
     """The grace gc uses: ``grace``, by default the archive's ``gc_grace`` but never below ``gc_floor``;
-    one below the floor only with ``unsafe_no_writers`` (like Delta Lake's VACUUM retention check)."""
+    one below the floor only with ``unsafe_no_writers`` (like Delta Lake's VACUUM retention check).
+    The archive's grace is its marker's (``Root.check`` must have read it), whatever this process was
+    opened with: a maintenance process cannot collect what another's cached manifest still relies on."""
     gc_grace = engine.root.gc_grace
     floor = gc_floor(gc_grace)
     if grace is None:
@@ -185,8 +187,8 @@ def check_grace(engine: Engine, grace: timedelta | None, unsafe_no_writers: bool
 
 async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
     """Delete what no manifest needs and the grace period no longer protects; see the module doc."""
+    await engine.root.check()  # first: the grace and its floor are the archive's (its marker's)
     grace = check_grace(engine, grace, unsafe_no_writers)
-    await engine.root.check()
     cutoff = datetime.now(UTC) - grace
     report = GcReport()
     objects = await engine.store.find("")
