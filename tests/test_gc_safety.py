@@ -272,3 +272,78 @@ def test_a_marker_without_a_valid_grace_is_corrupt(tmp_path_factory: pytest.Temp
         ca.open_archive(str(root), gc_grace=ZERO).gc(grace=ZERO, unsafe_no_writers=True)
     report = ca.open_archive(str(root)).verify()
     assert [p.kind for p in report.problems] == ["CorruptManifest"]
+
+
+class StalledSnapshot(WrapperStore):
+    """The real store, with a hook run before the first snapshot is put: a save paused (a VM suspended,
+    a stop-the-world pause) after it checked its cached manifest and before its commit and hint."""
+
+    def __init__(self, inner: ObjectStore, stall: Any) -> None:
+        super().__init__(inner)
+        self.stall = stall
+
+    async def put(self, key: str, data: bytes) -> None:
+        if "/snapshots/" in key and self.stall is not None:
+            stall, self.stall = self.stall, None
+            await stall()
+        await super().put(key, data)
+
+
+def lost_commit(url: str, other_steps: range) -> tuple[ca.ArchiveCheckpointer, ca.Checkpoint, list[str]]:
+    """A writer (grace 0: its cache trusted for 1 s) paused for longer than the grace between checking its
+    cached manifest (commit 1) and committing a snapshot; meanwhile another writer commits ``other_steps``
+    (a fold at the last) and gc at the floor cuts the log below that fold. The paused save's commit 2 and
+    its hint (due with a snapshot) then land below the fold. Returns the writer, its checkpoint and what
+    gc deleted."""
+    base = ca.open_archive(url, gc_grace=ZERO, full_snapshot_interval=4)
+    base.save(ca.Checkpoint.new("t", {"n": 0}, step=0))
+    deleted: list[str] = []
+
+    async def stall() -> None:
+        other = ca.open_archive(url, full_snapshot_interval=4)
+        for step in other_steps:
+            await other.asave(ca.Checkpoint.new("t", {"n": step}, step=step))
+        await asyncio.sleep(gc_floor(ZERO).total_seconds() + 0.3)
+        deleted.extend((await ca.open_archive(url).agc(grace=gc_floor(ZERO))).deleted)
+
+    writer = ca.ArchiveCheckpointer(StalledSnapshot(base.store, stall), full_snapshot_interval=4)
+    writer.load("t")
+    return writer, ca.Checkpoint.new("t", {"n": "paused"}, step=4), deleted
+
+
+def test_a_save_whose_commit_landed_below_a_fold_fails(tmp_path: Path) -> None:
+    """The slow save's check reads the log's listing, not the hint it put itself: before, it found its own
+    hint naming its commit 2, reported success, and readers went by that hint to a thread without
+    commits 2..5 until another write replaced it. Now the save fails and takes its hint back."""
+    url = str(tmp_path / "a")
+    writer, paused, deleted = lost_commit(url, range(1, 5))
+    with pytest.raises(ca.CheckpointConflict, match="longer than gc's grace"):
+        writer.save(paused)
+    assert sorted(k.rsplit("/", 1)[1][:20] for k in deleted if "/_log/" in k) == [f"{s:020d}" for s in range(2, 6)]
+    assert log_entries(url, "t") == [1, 2]  # the paused save's commit 2 did land, below fold 5
+    reader = ca.open_archive(url)
+    head = reader.load("t")
+    assert head is not None and head.state == {"n": 4}
+    assert [i.step for i in reader.list("t")] == [0, 1, 2, 3, 4]
+    assert reader.load_by_id(paused.checkpoint_id) is None
+    assert writer.load("t").state == {"n": 4}  # type: ignore[union-attr]
+    writer.save(ca.Checkpoint.new("t", {"n": 5}, step=5))  # and goes on from the head
+    assert ca.open_archive(url).load("t").parent_id == head.checkpoint_id  # type: ignore[union-attr]
+
+
+def test_verify_reports_a_commit_below_a_fold_and_gc_keeps_it(tmp_path: Path) -> None:
+    """The entry the paused save left below fold 5 is younger than the fold: verify reports it as
+    ``LostCommit`` naming its checkpoint, and gc, even with no writers at grace 0, keeps it (it is the
+    only copy of that save) and says so."""
+    url = str(tmp_path / "a")
+    writer, paused, _ = lost_commit(url, range(1, 5))
+    with pytest.raises(ca.CheckpointConflict):
+        writer.save(paused)
+    report = ca.open_archive(url).verify()
+    assert [(p.kind, p.checkpoint_id, p.key) for p in report.problems] == [
+        ("LostCommit", paused.checkpoint_id, layout.log_key("t", 2))
+    ], str(report)
+    gc = ca.open_archive(url).gc(grace=ZERO, unsafe_no_writers=True)
+    assert log_entries(url, "t") == [1, 2]
+    assert len(gc.errors) == 1 and paused.checkpoint_id in gc.errors[0] and "kept" in gc.errors[0]
+    assert not ca.open_archive(url).verify().ok  # still reported after gc: nothing was lost silently

@@ -10,7 +10,9 @@
 * manifest objects a newer folded manifest supersedes: commit entries up to
   the newest folded manifest, older folded manifests and sealed parts no
   current fold names (again only when older than the grace period, see
-  docs/format/spec.md for why that is safe);
+  docs/format/spec.md for why that is safe), except a commit entry created after
+  a fold above it was written (``ThreadLog.lost_commits``): it landed where an
+  earlier gc cut the log, it is the only copy of its save, and it is reported;
 * temporary files of interrupted local writes in the archive's own folders,
   ``_ids/`` entries of checkpoints no manifest has, and S3 multipart uploads of
   the archive's keys started before the grace period.
@@ -119,8 +121,12 @@ async def _thread_gc(
     keep_from = min(
         [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
     )
+    lost = await engine.log.lost_commits(thread_id, logs)
+    for exc in lost:  # the only copy of a save no reader sees: kept, and reported
+        report.errors.append(f"thread {thread_id!r}: kept {exc.key!r}: {exc}")
+    kept = {exc.key for exc in lost}
     for key in _superseded(logs, keep_from):
-        if _old(logs[key], cutoff):
+        if _old(logs[key], cutoff) and key not in kept:
             doomed.append(key)
             report.manifests += 1
             report.bytes_freed += logs[key]["size"]

@@ -143,6 +143,9 @@ async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -
     tdir = layout.thread_dir(thread_id)
     found = await engine.store.find(tdir)
     m = await _fold_log(engine, thread_id, found, report)
+    log_dir = f"{tdir}/_log/"
+    lost = await engine.log.lost_commits(thread_id, {k: v for k, v in found.items() if k.startswith(log_dir)})
+    report.problems += [Problem.of(exc, thread_id) for exc in lost]
     if m is None:
         return
     try:  # an oversized hint is refused by the store itself, before it is read
