@@ -136,7 +136,7 @@ class LostCommit(IntegrityError):
     """A commit entry at or below a folded manifest that was created after that fold was written: it
     landed in the gap gc cut in the log below the fold (a writer committing against a manifest older
     than the grace gc used), so no reader sees it. gc keeps it (it is the only copy of that save);
-    save its checkpoints again from it, or remove the entry once they are known to be unwanted."""
+    if its checkpoint is wanted, save it again, then delete the entry."""
 
 
 class BrokenChain(IntegrityError):

@@ -227,6 +227,8 @@ def test_the_grace_is_the_archives(tmp_path: Path) -> None:
     assert plain.gc(grace=timedelta(seconds=2)).errors == []  # the archive's floor (2 s), not 1 h's
     with pytest.raises(ca.UnsafeGcGrace, match=r"below 2 s, .*\(gc_grace 1.5 s\)"):
         plain.gc(grace=timedelta(seconds=1))
+    with pytest.raises(ValueError, match="ten years"):
+        ca.open_archive(url, gc_grace=timedelta(days=3651))
     same = ca.open_archive(url, gc_grace=timedelta(milliseconds=1500))
     assert same.load("t") is not None
     for op in ("load", "save", "gc", "verify"):  # every way in: a read, a write, maintenance

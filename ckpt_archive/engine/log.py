@@ -255,7 +255,7 @@ class ThreadLog:
                     LostCommit(
                         f"commit {seq} was created after a folded manifest at or above it was written: it landed "
                         "where gc had cut the log, and no reader sees it (a writer outlived the grace gc used); "
-                        "gc keeps it: save its checkpoint again from it, or delete the entry if unwanted",
+                        "gc keeps it: if its checkpoint is wanted, save it again, then delete the entry",
                         thread_id=thread_id,
                         checkpoint_id=cid,
                         key=key,

@@ -16,7 +16,7 @@ from ..errors import ArchiveMarkerMissing, ArchiveNotFound, GraceMismatch
 from ..format import layout
 from ..format.crypto import Encryption
 from ..format.manifest import now_iso, seal, unseal
-from ..format.schema import check_marker, marker_grace
+from ..format.schema import MAX_GC_GRACE_MS, check_marker, marker_grace
 from ..storage import ObjectStore
 
 T = TypeVar("T")
@@ -69,6 +69,8 @@ class Root:
             raise ValueError("full_snapshot_interval must be >= 1")
         if gc_grace is not None and gc_grace < timedelta(0):
             raise ValueError("gc_grace must not be negative")
+        if gc_grace is not None and marker_grace(gc_grace) > MAX_GC_GRACE_MS:
+            raise ValueError("gc_grace must be at most ten years (the longest an archive marker records)")
         store.object_kind = layout.kind_of  # the size bound of each archive object, checked on read
         self.store = store
         self.url = url or store.root
