@@ -64,6 +64,15 @@ class UnsafeGcGrace(CheckpointError, ValueError):
     """
 
 
+class GraceMismatch(CheckpointError, ValueError):
+    """An archive was opened with a ``gc_grace`` other than the one its marker records.
+
+    The grace is the archive's, set when it is created: every process uses it for its manifest cache,
+    gc's default grace and gc's floor, so no process's setting can make gc cut the log under another's
+    saves. A process asking for another one would not get it: open the archive without ``gc_grace``.
+    """
+
+
 class DuplicateCheckpointId(CheckpointError, ValueError):
     """The checkpoint id is already committed (in this or another thread)."""
 
@@ -128,6 +137,13 @@ class MissingCommit(MissingObject):
     """The head hint names a commit entry the log does not hold: a save that crashed after putting
     its hint (nothing committed is lost), or a deleted commit entry (its checkpoint is lost, and the
     thread silently reads as of the commit before it). The log alone cannot tell which."""
+
+
+class LostCommit(IntegrityError):
+    """A commit entry at or below a folded manifest that was created after that fold was written: it
+    landed in the gap gc cut in the log below the fold (a writer committing against a manifest older
+    than the grace gc used), so no reader sees it. gc keeps it (it is the only copy of that save);
+    if its checkpoint is wanted, save it again, then delete the entry."""
 
 
 class BrokenChain(IntegrityError):

@@ -78,14 +78,14 @@ class ArchiveSettings(BaseSettings):
     full_snapshot_interval: int = Field(default=10, ge=1)
     single_writer: bool = False
     retention: RetentionDefaults = Field(default_factory=RetentionDefaults)
-    gc_grace: timedelta = timedelta(hours=1)
+    gc_grace: timedelta | None = None  # the archive's (its marker's); given, only a new archive takes it
     encryption_key: str | None = None
     concurrency: int = Field(default=8, ge=1, le=256)
 
     @field_validator("gc_grace", mode="before")
     @classmethod
     def _grace(cls, v: Any) -> Any:
-        return parse_duration(v)
+        return None if v is None else parse_duration(v)
 
     @field_validator("encryption_key")
     @classmethod

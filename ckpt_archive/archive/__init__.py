@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ..engine import DEFAULT_GC_GRACE
 from ..format.crypto import Encryption
 from ..ops.verify import Problem, RestoredState, VerifyReport
 from ..storage import ObjectStore, open_store
@@ -29,7 +28,7 @@ def open_archive(
     full_snapshot_interval: int = 10,
     *,
     single_writer: bool = False,
-    gc_grace: timedelta = DEFAULT_GC_GRACE,
+    gc_grace: timedelta | None = None,
     encryption: Encryption | None = None,
     create: bool = False,
 ) -> ArchiveCheckpointer:
@@ -40,7 +39,9 @@ def open_archive(
     that already holds other files; without it, such a location is ``ArchiveNotFound``.
 
     ``gc_grace``: how long objects stay after a prune removed them (readers holding an
-    older manifest keep working), and how old leftovers must be before ``gc`` deletes them.
+    older manifest keep working), and how old leftovers must be before ``gc`` deletes them. It is
+    the archive's, recorded in its marker by the save that creates it (1 h if not given): every
+    process uses that one, and opening an existing archive with another raises ``GraceMismatch``.
     """
     store = open_store(url, storage_options, single_writer=single_writer)
     return ArchiveCheckpointer(

@@ -32,12 +32,14 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     ``gc_grace`` is how long an object stays on storage after it stopped being
     referenced (and how old an unreferenced object must be before ``gc`` treats
     it as an orphan). A cached manifest older than half of it is re-read, so no
-    instance ever acts on a manifest that ``gc`` may have cut the log under.
+    instance ever acts on a manifest that ``gc`` may have cut the log under. It is the
+    archive's (recorded in its marker when the archive is created), so every process
+    that opens it acts on the same one.
     ``engine`` is the ``Engine`` the operations of ``ckpt_archive.ops`` take.
     """
 
     def __init__(self, store: ObjectStore, *, state_cache: int = 32, **settings: Unpack[Settings]) -> None:
-        """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (1 h), ``encryption``,
+        """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (a new archive's; 1 h), ``encryption``,
         ``create`` (as ``open_archive`` documents them); ``state_cache``: contents kept in memory."""
         self.engine = Engine(store, state_cache=state_cache, **settings)
 
@@ -51,6 +53,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     @property
     def gc_grace(self) -> timedelta:
+        """The archive's grace once anything has been read or saved (before: the one it was opened with)."""
         return self.engine.root.gc_grace
 
     @property

@@ -166,7 +166,10 @@ def prune(
 @app.command()
 def gc(
     grace: Annotated[
-        str | None, typer.Option("--grace", help="Only objects older than this (default: config gc_grace).")
+        str | None,
+        typer.Option(
+            "--grace", help="Only objects older than this (default: the archive's gc_grace, set when it was created)."
+        ),
     ] = None,
     unsafe_no_writers: Annotated[
         bool,

@@ -21,9 +21,11 @@ from ..errors import (
     AccessDenied,
     BucketNotFound,
     CheckpointConflict,
+    CheckpointError,
     CommitOutcomeUnknown,
     CorruptManifest,
     DuplicateCheckpointId,
+    LostCommit,
     MissingObject,
     ObjectTooLarge,
     ReadOnlyStorage,
@@ -34,7 +36,7 @@ from ..errors import (
 from ..format import layout
 from ..format.manifest import Manifest, hint_due, hint_probes, seal, unseal
 from ..format.parts import seal_parts
-from ..format.schema import check_hint
+from ..format.schema import check_commit, check_hint
 from ..storage import ObjectStore
 from .folds import read_folded
 from .plan import MAINTENANCE, Fold, Plan, Planner, Retry
@@ -239,6 +241,34 @@ class ThreadLog:
                 continue
             return m, base or None
         raise error
+
+    async def lost_commits(self, thread_id: str, log: dict[str, dict[str, Any]]) -> list[LostCommit]:
+        """The commits of ``log`` (the thread's ``_log/`` objects as listed) that landed below a fold
+        after it was written (``layout.below_fold``), one ``LostCommit`` per checkpoint each adds: what
+        verify reports and gc keeps (the entry is the only copy of those saves). Reads only those
+        entries (normally none), to name their checkpoints."""
+        lost = layout.below_fold(log)
+        datas = await self.store.get_many(list(lost))
+        out = []
+        for (key, seq), data in zip(lost.items(), datas, strict=True):
+            ids: list[str | None] = []
+            with contextlib.suppress(CheckpointError):  # a damaged entry is reported as such apart
+                if data is not None:
+                    doc = unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry")
+                    check_commit(doc, thread_id, key)
+                    ids = [a["record"]["id"] for a in doc["actions"] if a.get("action") == "add"]
+            for cid in ids or [None]:
+                out.append(
+                    LostCommit(
+                        f"commit {seq} was created after a folded manifest at or above it was written: it landed "
+                        "where gc had cut the log, and no reader sees it (a writer outlived the grace gc used); "
+                        "gc keeps it: if its checkpoint is wanted, save it again, then delete the entry",
+                        thread_id=thread_id,
+                        checkpoint_id=cid,
+                        key=key,
+                    )
+                )
+        return out
 
     # -- the commit ------------------------------------------------------------------
     async def commit(

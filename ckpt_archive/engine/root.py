@@ -12,10 +12,11 @@ from collections.abc import Awaitable
 from datetime import timedelta
 from typing import TypedDict, TypeVar
 
-from ..errors import ArchiveMarkerMissing, ArchiveNotFound
+from ..errors import ArchiveMarkerMissing, ArchiveNotFound, GraceMismatch
 from ..format import layout
 from ..format.crypto import Encryption
 from ..format.manifest import now_iso, seal, unseal
+from ..format.schema import MAX_GC_GRACE_MS, check_marker, marker_grace
 from ..storage import ObjectStore
 
 T = TypeVar("T")
@@ -46,7 +47,7 @@ class Settings(TypedDict, total=False):
 
     full_snapshot_interval: int
     url: str | None
-    gc_grace: timedelta
+    gc_grace: timedelta | None
     encryption: Encryption | None
     create: bool
 
@@ -60,19 +61,25 @@ class Root:
         *,
         full_snapshot_interval: int = 10,
         url: str | None = None,
-        gc_grace: timedelta = DEFAULT_GC_GRACE,
+        gc_grace: timedelta | None = None,
         encryption: Encryption | None = None,
         create: bool = False,
     ) -> None:
         if full_snapshot_interval < 1:
             raise ValueError("full_snapshot_interval must be >= 1")
-        if gc_grace < timedelta(0):
+        if gc_grace is not None and gc_grace < timedelta(0):
             raise ValueError("gc_grace must not be negative")
+        if gc_grace is not None and marker_grace(gc_grace) > MAX_GC_GRACE_MS:
+            raise ValueError("gc_grace must be at most ten years (the longest an archive marker records)")
         store.object_kind = layout.kind_of  # the size bound of each archive object, checked on read
         self.store = store
         self.url = url or store.root
         self.full_snapshot_interval = full_snapshot_interval
-        self.gc_grace = gc_grace
+        self.asked_grace = gc_grace
+        """The ``gc_grace`` this process was opened with (None: not given); only a new archive takes it."""
+        self.gc_grace = DEFAULT_GC_GRACE if gc_grace is None else gc_grace
+        """The archive's grace (its marker's ``gc_grace_ms``) once ``check`` has read the marker; until
+        then, the one a new archive would be created with."""
         self.encryption = encryption
         self.create = create  # a location holding other files may become an archive (first commit)
         self.hint_lag: int | None = None
@@ -89,7 +96,11 @@ class Root:
         return manifest_ttl(self.gc_grace).total_seconds()
 
     async def check(self, *, create: bool = False) -> None:
-        """Check the archive marker once per instance (format version, archive id).
+        """Check the archive marker once per instance (format version, archive id, the archive's grace).
+
+        The grace the marker records replaces this instance's ``gc_grace`` (``GraceMismatch`` if it was
+        opened with another one): writers, readers and gc of an archive all act on one grace, so none
+        can cut the log under another's cached manifest.
 
         Only a commit (``create``) writes a marker, and only into a location that holds no thread,
         so reading never writes: without a marker, a location that is empty (or holds only session
@@ -122,11 +133,20 @@ class Root:
             if not create:
                 self._empty_at = time.monotonic()
                 return  # nothing committed yet: reads see an empty archive, and nothing is written
-            marker = seal({"type": "archive", "created_at": now_iso()})
+            ms = marker_grace(self.gc_grace)
+            marker = seal({"type": "archive", "created_at": now_iso(), "gc_grace_ms": ms})
             if not await self.store.put_if_absent(layout.ARCHIVE_MARKER, marker):
                 marker = await self.store.get(layout.ARCHIVE_MARKER)
             data = marker
         doc = unseal(data, "archive marker", key=layout.ARCHIVE_MARKER, kind="archive marker")
+        grace = check_marker(doc, key=layout.ARCHIVE_MARKER)
+        if self.asked_grace is not None and marker_grace(self.asked_grace) != marker_grace(grace):
+            raise GraceMismatch(
+                f"archive {self.url!r} has gc_grace {grace.total_seconds():g} s (set when it was created), not "
+                f"the {self.asked_grace.total_seconds():g} s it was opened with: open it without gc_grace (its "
+                "own applies); a shorter gc while no process writes is gc(grace=..., unsafe_no_writers=True)"
+            )
+        self.gc_grace = grace
         self.archive_id = str(doc["digest"])
         self._checked = True
 

@@ -21,11 +21,13 @@ recorded inside the thread's objects.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import quote, unquote
 
 from ..errors import CheckpointError
@@ -124,6 +126,38 @@ def log_seqs(names: Iterable[str]) -> tuple[list[int], list[int]]:
         if kind is not None:
             found[kind[0]].append(kind[1])
     return sorted(found["commit"]), sorted(found["fold"])
+
+
+def below_fold(log: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """The commit entries of a thread's ``_log/`` listing (key -> its ``find`` info) that were created
+    after a folded manifest at or above their seq was written: key -> seq.
+
+    Entry ``s`` lands before commit ``F >= s``, which lands before fold ``F`` is written, so an entry
+    younger (by the storage's own clock) than such a fold was put into a gap gc cut below it: a save no
+    reader sees (spec.md section 10). Commit 1 is never collected, so it never lands in a gap. Without
+    modification times (or at the same one, S3 keeps whole seconds) nothing is reported."""
+    folds: list[tuple[int, Any]] = []
+    commits: list[tuple[str, int, Any]] = []
+    for key, info in log.items():
+        kind = log_name(key.rsplit("/", 1)[-1])
+        mtime = info.get("mtime")
+        if kind is not None and mtime is not None:
+            if kind[0] == "fold":
+                folds.append((kind[1], mtime))
+            elif kind[1] > 1:
+                commits.append((key, kind[1], mtime))
+    folds.sort(reverse=True)
+    earliest: list[tuple[int, Any]] = []  # (fold seq, earliest mtime of the folds at or above it), seq descending
+    for seq, at in folds:
+        earliest.append((seq, min(at, earliest[-1][1]) if earliest else at))
+    earliest.reverse()  # ascending seq: the first fold at or above an entry's seq gives its bound
+    seqs = [seq for seq, _ in earliest]
+    out = {}
+    for key, seq, mtime in commits:
+        i = bisect.bisect_left(seqs, seq)
+        if i < len(earliest) and earliest[i][1] < mtime:
+            out[key] = seq
+    return out
 
 
 def log_key(thread_id: str, seq: int) -> str:

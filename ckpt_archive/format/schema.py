@@ -5,7 +5,7 @@ the reader touch an object outside its own thread's folder."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import CorruptManifest
@@ -234,3 +234,25 @@ def check_hint(doc: dict[str, Any], thread_id: str) -> None:
         check_record({k: v for k, v in rec.items() if k != "ops"} if isinstance(rec, dict) else rec, thread_id)
         if not isinstance(rec.get("ops", []), list):
             raise CorruptManifest("malformed head hint: ops", thread_id=thread_id)
+
+
+MAX_GC_GRACE_MS = 10 * 365 * 86_400_000
+"""The longest grace an archive marker may record (ten years): a longer one is no setting anyone made."""
+
+
+def marker_grace(grace: timedelta) -> int:
+    """The ``gc_grace_ms`` an archive marker records for ``grace`` (whole milliseconds)."""
+    return round(grace / timedelta(milliseconds=1))
+
+
+def check_marker(doc: dict[str, Any], key: str | None = None) -> timedelta:
+    """The grace an archive marker records (``gc_grace_ms``), every process's: a marker without a
+    valid one is ``CorruptManifest``, never a KeyError or a grace nobody set."""
+    ms = doc.get("gc_grace_ms")
+    if doc.get("type") != "archive" or not isinstance(ms, int) or not _int(ms) or not 0 <= ms <= MAX_GC_GRACE_MS:
+        raise CorruptManifest(
+            f"malformed archive marker: gc_grace_ms must be a whole number of milliseconds from 0 to "
+            f"{MAX_GC_GRACE_MS} (got {str(ms)[:40]!r}); restore the marker from a copy of the archive",
+            key=key,
+        )
+    return timedelta(milliseconds=ms)

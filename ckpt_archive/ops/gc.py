@@ -12,7 +12,10 @@
 * manifest objects a newer folded manifest supersedes: commit entries up to
   the newest folded manifest (when it reads whole), older folded manifests and
   sealed parts no fold that stays names (again only when older than the grace
-  period, see docs/format/spec.md for why that is safe);
+  period, see docs/format/spec.md for why that is safe), except a commit entry
+  created after a fold above it was written (``ThreadLog.lost_commits``): it
+  landed where an earlier gc cut the log, it is the only copy of its save, and it
+  is reported;
 * temporary files of interrupted local writes in the archive's own folders,
   ``_ids/`` entries of checkpoints no manifest has, and S3 multipart uploads of
   the archive's keys started before the grace period.
@@ -126,6 +129,10 @@ async def _thread_gc(
     keep_from = min(
         [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
     )
+    lost = await engine.log.lost_commits(thread_id, logs)
+    for exc in lost:  # the only copy of a save no reader sees: kept, and reported
+        report.errors.append(f"thread {thread_id!r}: kept {exc.key!r}: {exc}")
+    kept_lost = {exc.key for exc in lost}
     read: dict[str, bytes | None] = {}
     if keep_from and (base := layout.manifest_key(thread_id, keep_from)) in folds:
         # the log below a fold is only collected when that fold reads whole: a corrupt one is replaced
@@ -137,7 +144,7 @@ async def _thread_gc(
         except (CorruptManifest, MissingObject) as exc:
             report.errors.append(f"thread {thread_id!r}: log kept whole, its fold {keep_from} does not read: {exc}")
             keep_from = 0
-    superseded = [key for key in _superseded(logs, keep_from) if _old(logs[key], cutoff)]
+    superseded = [key for key in _superseded(logs, keep_from) if _old(logs[key], cutoff) and key not in kept_lost]
     for key in superseded:
         doomed.append(key)
         report.manifests += 1
@@ -197,7 +204,9 @@ def _owned_upload(key: str) -> bool:
 
 def check_grace(engine: Engine, grace: timedelta | None, unsafe_no_writers: bool) -> timedelta:
     """The grace gc uses: ``grace``, by default the archive's ``gc_grace`` but never below ``gc_floor``;
-    one below the floor only with ``unsafe_no_writers`` (like Delta Lake's VACUUM retention check)."""
+    one below the floor only with ``unsafe_no_writers`` (like Delta Lake's VACUUM retention check).
+    The archive's grace is its marker's (``Root.check`` must have read it), whatever this process was
+    opened with: a maintenance process cannot collect what another's cached manifest still relies on."""
     gc_grace = engine.root.gc_grace
     floor = gc_floor(gc_grace)
     if grace is None:
@@ -215,8 +224,8 @@ def check_grace(engine: Engine, grace: timedelta | None, unsafe_no_writers: bool
 
 async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writers: bool = False) -> GcReport:
     """Delete what no manifest needs and the grace period no longer protects; see the module doc."""
+    await engine.root.check()  # first: the grace and its floor are the archive's (its marker's)
     grace = check_grace(engine, grace, unsafe_no_writers)
-    await engine.root.check()
     cutoff = datetime.now(UTC) - grace
     report = GcReport()
     objects = await engine.store.find("")

@@ -99,7 +99,7 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
 
     async def landed(new: Manifest, done: Plan[None]) -> None:
         if time.monotonic() - started > engine.root.manifest_ttl / 2:
-            await confirm(engine, thread_id, cid, done.objects)
+            await confirm(engine, thread_id, cid, new.seq, done.objects)
         engine.contents.remember(state_key(new.records[cid]), content)
 
     await engine.log.commit(thread_id, plan, retry=SAVE, fold=Fold.IF_COMPACTED, first_read=known_head, landed=landed)
@@ -121,16 +121,25 @@ def committed(m: Manifest, ckpt: Checkpoint, fields: Record) -> bool:
     )
 
 
-async def confirm(engine: Engine, thread_id: str, checkpoint_id: str, objects: list[tuple[str, bytes]]) -> None:
-    """After a slow save (over half a ``manifest_ttl``): make sure its committed checkpoint is whole.
+async def confirm(
+    engine: Engine, thread_id: str, checkpoint_id: str, seq: int, objects: list[tuple[str, bytes]]
+) -> None:
+    """After a slow save (over half a ``manifest_ttl``) committed at ``seq``: make sure its checkpoint
+    is whole.
 
     gc keeps what a commit names only if the commit landed before gc read the manifest, or the
     payloads are younger than its grace (at least ``gc_floor``): a save this slow may have had its
-    payloads collected as orphans, or committed into a log cut under its cached view. Re-read
-    afresh; a checkpoint that is not there was never visible (``CheckpointConflict``); otherwise
-    put its objects again (the same bytes under the same keys)."""
-    m = await engine.log.manifest(thread_id, cache=False)
+    payloads collected as orphans, or committed into a log cut under its cached view (below a fold).
+    Re-read afresh from the listing of the log (its newest fold and the commits after it), not from
+    the head hint: this save may have put the hint itself, naming its own commit below the fold. A
+    checkpoint that is not there is seen by no reader that lists (``CheckpointConflict``; its hint is
+    taken back, so none is led to it either); otherwise put its objects again (the same bytes under
+    the same keys). Slow saves only: one LIST more, never on a plain save's path."""
+    m = await engine.log.manifest(thread_id, hint_read=True, cache=False)
     if checkpoint_id not in m.records:
+        hint = await engine.log.read_hint(thread_id)
+        if hint is not None and hint["seq"] == seq:  # this save's, naming its commit below the fold
+            await engine.store.delete([layout.head_key(thread_id)])
         raise CheckpointConflict(
             f"checkpoint {checkpoint_id!r} of thread {thread_id!r} is not in the thread after a save that "
             "took longer than gc's grace period allows; reload and save again"

@@ -4,7 +4,8 @@
   and ``_ids`` entry of the threads it checks, rebuilds every checkpoint's content (state
   and messages) and compares it with the ``state_sha256``/``messages_sha256`` (or, encrypted,
   ``state_mac``/``messages_mac``) recorded at save. It collects *every* problem
-  into a ``VerifyReport`` instead of stopping at the first.
+  into a ``VerifyReport`` instead of stopping at the first; among them a commit entry younger than
+  a folded manifest above it (``LostCommit``: put where gc had cut the log, seen by no reader).
 * Contents are rebuilt by the one chain replay (``chains.ChainReader``) in its
   ``REPORT`` mode, from freshly read objects (no cache); the integrity API
   (``validate``, ``restore``) uses its ``STRICT`` and ``LENIENT`` modes for one checkpoint.
@@ -143,6 +144,9 @@ async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -
     tdir = layout.thread_dir(thread_id)
     found = await engine.store.find(tdir)
     m = await _fold_log(engine, thread_id, found, report)
+    log_dir = f"{tdir}/_log/"
+    lost = await engine.log.lost_commits(thread_id, {k: v for k, v in found.items() if k.startswith(log_dir)})
+    report.problems += [Problem.of(exc, thread_id) for exc in lost]
     if m is None:
         return
     try:  # an oversized hint is refused by the store itself, before it is read
