@@ -248,12 +248,12 @@ class ThreadLog:
         verify reports and gc keeps (the entry is the only copy of those saves). Reads only those
         entries (normally none), to name their checkpoints."""
         lost = layout.below_fold(log)
-        datas = await self.store.get_many(list(lost))
+        datas = await self.store.get_each(list(lost))  # one refused unread is named by its key alone
         out = []
         for (key, seq), data in zip(lost.items(), datas, strict=True):
             ids: list[str | None] = []
             with contextlib.suppress(CheckpointError):  # a damaged entry is reported as such apart
-                if data is not None:
+                if isinstance(data, bytes):
                     doc = unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry")
                     check_commit(doc, thread_id, key)
                     ids = [a["record"]["id"] for a in doc["actions"] if a.get("action") == "add"]
