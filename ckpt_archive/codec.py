@@ -247,6 +247,16 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
 
+def stored_dumps(value: Any, what: str) -> bytes:
+    """``dumps`` of a value read from storage, whose digest is checked: orjson reads 1,024 levels of
+    nesting but writes 254, so a value nested between the two (no writer makes one: ``MAX_DEPTH``)
+    is damage (``TruncatedObject``), not a ``JSONEncodeError`` from deep inside a read."""
+    try:
+        return dumps(value)
+    except orjson.JSONEncodeError as exc:
+        raise TruncatedObject(f"{what} cannot be encoded again ({exc}): nested deeper than any writer nests") from None
+
+
 def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 
@@ -304,11 +314,22 @@ def compress(data: bytes) -> bytes:
     return _compressor.compress(data)
 
 
+_SUSPECT_RATIO = 64
+"""A frame that expands more than this (canonical JSON of real states: 3-20x) has its values counted
+as it streams (``_streamed_values``), before it is decompressed whole."""
+_WINDOW = 1 << 20
+
+
 def decompress(data: bytes, *, what: str = "object", kind: str = "object") -> bytes:
     """The content of one zstd frame, refused (``ObjectTooLarge``) before any allocation when the
-    size its header declares is over the bound of ``kind`` (``limits.LIMITS``). Writers always
-    declare it (``compress``), so a frame that does not is refused too: its size would only be known
-    once the memory was spent."""
+    size its header declares is over the bound of ``kind`` (``limits.LIMITS``), and before it is
+    parsed when it holds more JSON values than a ``kind`` holds (``limits.VALUES``). Writers always
+    declare the size (``compress``), so a frame that does not is refused too: its size would only be
+    known once the memory was spent.
+
+    The values of a frame that expands suspiciously well (``_SUSPECT_RATIO``: an 11 KB frame of
+    ``[],[],...`` declares 127 MiB) are counted as it streams, one ``_WINDOW`` at a time, so a bomb
+    costs its reader a window, not its declared size; any other is counted once decompressed."""
     try:
         size = zstandard.frame_content_size(data)
     except zstandard.ZstdError as exc:
@@ -316,13 +337,33 @@ def decompress(data: bytes, *, what: str = "object", kind: str = "object") -> by
     if size < 0:  # -1: not declared in the header
         raise TruncatedObject(f"{what} is a zstd frame that does not declare its content size")
     limits.check_read(kind, size, what)
+    streamed = limits.may_exceed(kind, size) and size > _SUSPECT_RATIO * len(data)
+    if streamed:
+        limits.check_values(kind, _streamed_values(data, what, limits.VALUES[kind]), what)
     try:
         # one frame and nothing after it: bytes appended to a stored object are damage, not padding; the
         # output buffer is the declared size (bounded above), and a frame that produces more or less
         # than it declared is a ZstdError
-        return bytes(zstandard.ZstdDecompressor().decompress(data, allow_extra_data=False))
+        out = bytes(zstandard.ZstdDecompressor().decompress(data, allow_extra_data=False))
     except zstandard.ZstdError as exc:
         raise TruncatedObject(f"{what} is not a valid zstd frame ({exc})") from None
+    if not streamed:
+        limits.check_values(kind, limits.over_values(kind, out), what)
+    return out
+
+
+def _streamed_values(data: bytes, what: str, bound: int) -> int | None:
+    """``limits.values`` of the frame's content, counted one window at a time (stopping once over
+    ``bound``); None when within it."""
+    count = 0
+    try:
+        for window in zstandard.ZstdDecompressor().read_to_iter(data, write_size=_WINDOW):
+            count += limits.values(window)
+            if count > bound:
+                return count
+    except zstandard.ZstdError as exc:
+        raise TruncatedObject(f"{what} is not a valid zstd frame ({exc})") from None
+    return None
 
 
 def check_format(doc: Any, what: str) -> dict[str, Any]:

@@ -8,10 +8,19 @@ the read, by ``fstat``; on object stores by a ranged read of at most one byte pa
 size a zstd frame declares in its header (``codec.decompress``), by the row counts and sizes a
 Parquet footer declares and by the page headers it points to (``objects.SegmentReader``).
 
+Bytes are not the whole cost: parsing JSON builds one Python object per value, and a value can
+take one byte of text (``[],`` is three bytes and 64 of objects; an 11 KB frame of them decoded to
+127 MiB, and parsing it took 4.1 GB). So each kind also gets a bound on the values a parse may build
+(``VALUES``), counted on the decoded bytes before they are parsed (``values``: the structural
+characters ``, [ {``, at C speed, never fewer than the values there are), and refused
+(``ObjectTooLarge``) over it: a parse then costs at most ``VALUE_BYTES`` per value plus a few times
+its bytes.
+
 Writers never produce more, because the same table refuses it at write time (``StateTooLarge``):
-the state is checked before a save writes anything, a delta too big to stay inline is stored as a
-full snapshot instead (as is one past ``MAX_INLINE_DELTAS`` inline deltas), and a head hint, fold
-or manifest part over its bound is simply not written (they are optional: readers fold the log).
+the state is checked before a save writes anything (bytes and values), a delta too big to stay
+inline is stored as a full snapshot instead (as is one past ``MAX_INLINE_DELTAS`` inline deltas, or
+past ``INLINE_TOTAL_BYTES`` of them), and a head hint, fold or manifest part over its bound is simply
+not written (they are optional: readers fold the log).
 """
 
 from __future__ import annotations
@@ -23,19 +32,38 @@ MiB = 1 << 20
 STATE_BYTES = 256 * MiB
 """The largest state plus messages (their canonical JSON together) a save or an edit accepts."""
 
+STATE_VALUES = 8 * MiB
+"""The most JSON values (``values``) a state plus messages may hold. Text-heavy states reach
+``STATE_BYTES`` first (a chat holds ~30 values per KB: 256 MiB is ~8M values); what this refuses is
+tens of millions of tiny values (numbers one by one: keep arrays like those outside the checkpoint)."""
+
+VALUE_BYTES = 96
+"""What parsing one JSON value (one ``values`` count) may allocate, at most: measured with orjson 3.13
+on CPython 3.11, per count, ``[[],[],...]`` 32 bytes, ``[{},...]`` 36, ``[0.5,...]`` 32, ``["ab",...]``
+59, ``[{"a":0},...]`` 96 (a one-member dict, for two counts), ``["\u00e9",...]`` 88."""
+
 INLINE_OPS_BYTES = 1 * MiB
 """The largest delta (its operations' canonical JSON, as stored) kept inline in a commit entry; a
 checkpoint whose delta is bigger is stored as a full snapshot."""
+
+INLINE_TOTAL_BYTES = 2 * MiB
+"""The inline deltas of one thread together: a delta that would take them past it is stored as a full
+snapshot (which moves them all to one segment). So a head hint or a fold carries at most this much
+of ops, and their bounds stay small."""
 
 MAX_INLINE_DELTAS = 64
 """Inline deltas a thread may hold: the next delta is stored as a full snapshot, which moves them
 all to one segment. So hints, folds and segments carry at most this many inline deltas."""
 
-DOCUMENT_BYTES = 128 * MiB
-"""Manifest documents: one commit entry (a record and at most ``INLINE_OPS_BYTES`` of ops, or the
-id lists of a maintenance commit), a head hint and a folded manifest (at most
-``MAX_INLINE_DELTAS * INLINE_OPS_BYTES`` = 64 MiB of inline ops and the records around them), a
-sealed manifest part (its records, without ops)."""
+DOCUMENT_BYTES = 32 * MiB
+"""A commit entry (a record and at most ``INLINE_OPS_BYTES`` of ops, or the id lists of a maintenance
+commit: ~600,000 ids), a folded manifest (the records no sealed part holds, at most
+``INLINE_TOTAL_BYTES`` of inline ops, tombstones) and a sealed manifest part (records, without ops)."""
+
+HINT_BYTES = 4 * MiB
+"""A head hint: the chain from the head's snapshot (at most ``INLINE_TOTAL_BYTES`` of inline ops and
+the records, a few hundred bytes each). Hints hold a few KB in practice; a writer does not write one
+over this (a reader folds the log instead)."""
 
 SMALL_BYTES = 1 * MiB
 """Archive marker and ``_ids/`` entries: two ids of at most 64 KiB of UTF-8 each (up to six bytes
@@ -83,7 +111,7 @@ LIMITS: dict[str, int] = {
     "archive marker": SMALL_BYTES,
     "id entry": SMALL_BYTES,
     "commit entry": DOCUMENT_BYTES,
-    "head hint": DOCUMENT_BYTES,
+    "head hint": HINT_BYTES,
     "folded manifest": DOCUMENT_BYTES,
     "manifest part": DOCUMENT_BYTES,
     # the state and messages once, plus page tables (at most ~1.05x the lists they stand for) and ids
@@ -95,6 +123,22 @@ LIMITS: dict[str, int] = {
 }
 LIMITS["object"] = max(LIMITS.values())
 """An object of a kind the caller does not name (tests, tools): the largest bound of all."""
+
+# JSON values a parse may build (``values``), so that a parse costs at most ``VALUE_BYTES`` times this
+# (plus a few times its bytes); a kind whose bound is not below its bytes needs no count
+VALUES: dict[str, int] = {
+    "archive marker": SMALL_BYTES,
+    "id entry": SMALL_BYTES,
+    # ~25 per record, 1 per id of a maintenance commit; at most 96 MiB of objects
+    "commit entry": 1 * MiB,
+    "head hint": MiB // 2,
+    "folded manifest": 1 * MiB,
+    "manifest part": 2 * MiB,  # a part of 32,768 records (level 3) holds ~1.3M
+    # the state and messages once, plus page tables and the envelope
+    "snapshot": STATE_VALUES + MiB,
+    "page": STATE_VALUES + 1024,
+}
+VALUES["object"] = max(VALUES.values())
 
 
 def stored_limit(kind: str) -> int:
@@ -151,24 +195,83 @@ def check_stored(kind: str, size: int, *, key: str | None = None, at_least: bool
         )
 
 
-def fits(kind: str, size: int) -> bool:
-    return size <= LIMITS[kind]
+def values(raw: bytes) -> int:
+    """An upper bound on the JSON values parsing ``raw`` builds, less one: its ``,`` ``[`` ``{``
+    characters (inside strings too, so never fewer). Every element of a container but the first
+    follows a comma, and every container opens with a bracket, however deep: one count per object a
+    parse makes (a dict's members, after a comma each, with their dict). Three C-speed passes."""
+    return raw.count(b",") + raw.count(b"[") + raw.count(b"{")
 
 
-def check_state(size: int) -> None:
-    """Refuse a state plus messages of ``size`` bytes of canonical JSON over ``STATE_BYTES``, before a
-    save or an edit writes anything (its snapshots would be refused by every reader)."""
+def may_exceed(kind: str, size: int) -> bool:
+    """Can ``size`` bytes of JSON hold more values than a ``kind`` holds? A document of V values takes
+    at least 2V - 1 bytes (a byte of each value, a comma or opening bracket before each but the first,
+    a closing bracket for each container), so one of at most twice the bound cannot, and is not
+    counted: the small documents, and most others, cost nothing."""
+    return (size + 1) // 2 > VALUES[kind]
+
+
+def over_values(kind: str, raw: bytes) -> int | None:
+    """The values ``raw`` may hold (``values``) when that is more than a ``kind`` holds, else None."""
+    if not may_exceed(kind, len(raw)):
+        return None
+    count = values(raw)
+    return count if count > VALUES[kind] else None
+
+
+def check_values(
+    kind: str,
+    count: int | None,
+    what: str,
+    *,
+    key: str | None = None,
+    thread_id: str | None = None,
+    checkpoint_id: str | None = None,
+) -> None:
+    """Refuse a ``kind`` document of ``count`` values (``over_values``; None: within) before it is parsed."""
+    if count is not None and count > VALUES[kind]:
+        raise ObjectTooLarge(
+            f"{what} holds more JSON values than any {kind} holds ({VALUES[kind]}; counted {count}): refused "
+            "(a JSON bomb or a damaged object; delete or restore it)",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            key=key,
+        )
+
+
+def fits(kind: str, raw: bytes) -> bool:
+    """Would readers accept ``raw`` as a ``kind`` document (its bytes and its values)?"""
+    return len(raw) <= LIMITS[kind] and over_values(kind, raw) is None
+
+
+def check_state(*raws: bytes) -> None:
+    """Refuse a state plus messages (``raws``: their canonical JSON) over ``STATE_BYTES`` or
+    ``STATE_VALUES``, before a save or an edit writes anything (its snapshots would be refused by
+    every reader)."""
+    size = sum(map(len, raws))
     if size > STATE_BYTES:
         raise StateTooLarge(
             f"state and messages are {size} bytes of JSON, more than a checkpoint may hold ({STATE_BYTES}); "
             "keep large values (files, blobs) outside the checkpoint and store a reference to them"
         )
-
-
-def check_written(kind: str, size: int, what: str) -> None:
-    """Refuse to write a ``kind`` object that readers would refuse."""
-    if size > LIMITS[kind]:
+    count = sum(map(values, raws)) if (size + 1) // 2 > STATE_VALUES else 0
+    if count > STATE_VALUES:
         raise StateTooLarge(
-            f"{what} is {size} bytes, more than a {kind} may hold ({LIMITS[kind]}); keep large values "
+            f"state and messages hold {count} JSON values, more than a checkpoint may hold ({STATE_VALUES}); "
+            "keep large arrays (embeddings, tables) outside the checkpoint and store a reference to them"
+        )
+
+
+def check_written(kind: str, raw: bytes, what: str) -> None:
+    """Refuse to write a ``kind`` document that readers would refuse (its bytes, its values)."""
+    if len(raw) > LIMITS[kind]:
+        raise StateTooLarge(
+            f"{what} is {len(raw)} bytes, more than a {kind} may hold ({LIMITS[kind]}); keep large values "
             "(files, blobs) outside the checkpoint and store a reference to them"
+        )
+    count = over_values(kind, raw)
+    if count is not None:
+        raise StateTooLarge(
+            f"{what} holds {count} JSON values, more than a {kind} may hold ({VALUES[kind]}); keep large "
+            "values (files, blobs, arrays) outside the checkpoint and store a reference to them"
         )

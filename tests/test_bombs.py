@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ckpt_archive as ca
-from ckpt_archive import codec, limits
+from ckpt_archive import codec, limits, versions
 from ckpt_archive.format import layout
 from ckpt_archive.format.manifest import seal, unseal
 from ckpt_archive.format.objects import SEGMENT_SCHEMA, SegmentReader, encode_segment
@@ -339,3 +339,202 @@ def test_a_state_over_the_limit_is_refused_before_anything_is_written(
     with pytest.raises(ca.StateTooLarge, match="more than a checkpoint may hold"):
         cp.save(ca.Checkpoint.new("t", {"blob": "x" * (2 << 20)}, step=1))
     assert sorted(p.name for p in (tmp_path / "a").rglob("*")) == before
+
+
+# -- JSON bombs: inside the byte bounds, a document whose values cost far more than its bytes ------------
+
+AMPLIFIERS = {"lists": b"[]", "dicts": b"{}", "floats": b"0.5", "strings": b'"ab"', "members": b'{"a":[]}'}
+"""Values that cost a parse 8-28 times their bytes (``[],`` is 3 bytes, 64 of objects)."""
+
+
+def json_bomb(unit: bytes, size: int) -> bytes:
+    """``[unit,unit,...]`` of about ``size`` bytes: ~11 KB as zstd for 127 MiB."""
+    return b"[" + (unit + b",") * max(0, size // (len(unit) + 1) - 1) + unit + b"]"
+
+
+def with_junk(raw: bytes, junk: bytes) -> bytes:
+    """A document's canonical JSON with ``junk`` as the value of one more key, re-sealed when it is
+    sealed: readers ignore unknown keys, so it is well formed, and only its cost is hostile."""
+    doc = codec.loads(raw)
+    doc["junk"] = None
+    put = lambda value: codec.dumps(value).replace(b'"junk":null', b'"junk":' + junk)  # noqa: E731
+    if "digest" not in doc:
+        return put(doc)
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    return put({**body, "digest": codec.sha256(put(body))})
+
+
+def plant_json(root: Path, kind: str, junk: bytes) -> None:
+    """The newest object of ``kind`` carries ``junk``; a snapshot's digests are forged into the log."""
+    target = objects_of(root, kind)[-1]
+    raw = codec.decompress(target.read_bytes(), kind="object")
+    data = codec.compress(with_junk(raw, junk))
+    if kind == "snapshot":
+        forge(root, target, data)
+    else:
+        target.write_bytes(data)
+
+
+@pytest.fixture(scope="module")
+def baseline_mb(tmp_path_factory: pytest.TempPathFactory) -> float:
+    """The peak of the same reads of a clean archive, measured in this run (~110 MB: the interpreter,
+    pyarrow and zstd)."""
+    root = tmp_path_factory.mktemp("clean") / "archive"
+    result = read_in_child(root, build(root))
+    assert all(v == "ok" for k, v in result.items() if k != "peak_mb"), result
+    return float(result["peak_mb"])
+
+
+def allowed_mb(baseline: float) -> float:
+    """What a stored document may cost a reader: the baseline plus the most a document within its
+    kind's bounds builds (a commit entry or fold: 1M values of at most ~96 bytes, and its bytes)."""
+    return max(3 * baseline, baseline + 200)
+
+
+@pytest.mark.parametrize("pattern", sorted(AMPLIFIERS))
+@pytest.mark.parametrize("kind", ["head hint", "commit entry", "folded manifest", "snapshot"])
+def test_a_json_bomb_inside_the_byte_bound_costs_a_reader_the_baseline(
+    tmp_path: Path, kind: str, pattern: str, baseline_mb: float
+) -> None:
+    """127 MiB of JSON (~11 KB stored; its bound in bytes when that is smaller) of values that cost a
+    parse 8-28x their bytes: refused by the values it holds before it is parsed (a hint is ignored, the
+    log folded), for the cost of a clean read (it was 4.1 GB and 34 s for the hint)."""
+    root = tmp_path / "archive"
+    saved = build(root)
+    plant_json(root, kind, json_bomb(AMPLIFIERS[pattern], min(limits.LIMITS[kind], 127 << 20) - (64 << 10)))
+    result = read_in_child(root, saved)
+    peak = result.pop("peak_mb")
+    assert peak < allowed_mb(baseline_mb), (kind, pattern, peak, baseline_mb, result)
+    assert not [v for v in result.values() if v.startswith(("UNTYPED", "WRONG"))], result
+    assert "ObjectTooLarge" in result["verify"], result  # verify reports the bomb, as what it is
+    if kind in ("head hint", "folded manifest"):  # optional: readers fold the log instead
+        assert [result[k] for k in ("load", "list", "load_by_id")] == ["ok"] * 3, result
+    else:
+        assert "ObjectTooLarge" in result.values(), result
+
+
+def test_the_largest_json_bomb_a_snapshot_may_be_costs_a_reader_the_baseline(
+    tmp_path: Path, baseline_mb: float
+) -> None:
+    """A snapshot at its bound in bytes (513 MiB of ``[],``: ~44 KB stored; it ran 706 s at 6.9 GB into
+    a SystemError): its values are counted as it streams, so it costs a window of it."""
+    root = tmp_path / "archive"
+    saved = build(root)
+    plant_json(root, "snapshot", json_bomb(b"[]", limits.LIMITS["snapshot"] - (1 << 20)))
+    assert objects_of(root, "snapshot")[-1].stat().st_size < 64 << 10
+    result = read_in_child(root, saved)
+    peak = result.pop("peak_mb")
+    assert peak < baseline_mb + 64, (peak, baseline_mb, result)
+    assert result["load"] == "ObjectTooLarge" and "ObjectTooLarge" in result["verify"], result
+
+
+@pytest.mark.parametrize("kind", ["head hint", "commit entry", "folded manifest"])
+def test_a_document_within_its_budget_is_read_at_a_bounded_cost(tmp_path: Path, kind: str, baseline_mb: float) -> None:
+    """The worst a document may cost: as many values as its kind holds (each a list: 64 bytes of
+    objects per 3 bytes). It is read (the reads are right), and costs at most the allowance."""
+    root = tmp_path / "archive"
+    saved = build(root)
+    plant_json(root, kind, json_bomb(b"[]", 3 * (limits.VALUES[kind] // 2 - 1024)))
+    result = read_in_child(root, saved)
+    peak = result.pop("peak_mb")
+    assert peak < allowed_mb(baseline_mb), (kind, peak, baseline_mb, result)
+    assert result == {"load": "ok", "list": "ok", "load_by_id": "ok", "verify": "ok"}, result
+
+
+@pytest.mark.parametrize("depth", [300, 2000])
+@pytest.mark.parametrize("kind", ["head hint", "commit entry", "folded manifest", "snapshot"])
+def test_deep_nesting_is_a_typed_error(tmp_path: Path, kind: str, depth: int) -> None:
+    """orjson reads 1,024 levels but writes 254: a document nested between the two used to end in a
+    raw ``JSONEncodeError`` when its digest was checked; past 1,024 it is invalid JSON."""
+    root = tmp_path / "archive"
+    saved = build(root)
+    plant_json(root, kind, b"[" * depth + b"]" * depth)
+    result = read_in_child(root, saved)
+    result.pop("peak_mb")
+    assert not [v for v in result.values() if v.startswith(("UNTYPED", "WRONG"))], result
+    if kind in ("head hint", "folded manifest"):
+        assert [result[k] for k in ("load", "list", "load_by_id")] == ["ok"] * 3, result
+
+
+_DECODE = """
+from ckpt_archive import codec
+from ckpt_archive.format import pages, parts
+data = open(args["path"], "rb").read()
+if args["kind"] == "page":
+    ref = {"key": "thread_id=t/pages/p.json.zst", "digest": args["digest"]}
+    attempt("decode", lambda: pages.decode_page(data, ref, thread_id="t", checkpoint_id="c"))
+else:
+    ref = {"key": "thread_id=t/_parts/p.json.zst", "sha256": codec.sha256(data), "size": len(data)}
+    attempt("decode", lambda: parts.decode_part(data, ref, "t"))
+"""
+
+
+@pytest.mark.parametrize("kind", ["manifest part", "page"])
+def test_a_json_bomb_of_a_part_or_a_page_is_refused_unparsed(tmp_path: Path, kind: str, baseline_mb: float) -> None:
+    """A part or page whose digests check (a forger rewrites what names them) holding 127 MiB of
+    ``[],``: refused by its values (``ObjectTooLarge``) before it is parsed."""
+    junk = json_bomb(b"[]", min(limits.LIMITS[kind], 127 << 20) - (64 << 10))
+    if kind == "page":
+        raw = b'{"format_version":%d,"items":%b,"type":"page"}' % (versions.FORMAT_VERSION, junk)
+    else:
+        raw = seal({"type": "manifest-part", "thread_id": "t", "records": [], "junk": None})
+        raw = with_junk(raw, junk)
+    path = tmp_path / "object"
+    path.write_bytes(codec.compress(raw))
+    result = run_capped(_DECODE, {"path": str(path), "kind": kind, "digest": codec.sha256(raw)})
+    assert result["peak_mb"] < allowed_mb(baseline_mb), result
+    assert result["decode"] == "ObjectTooLarge", result
+
+
+def test_a_page_named_many_times_is_refused_before_it_is_joined(tmp_path: Path, baseline_mb: float) -> None:
+    """A snapshot's page table may name a page more than once (a list of repeated items does); one
+    naming a 256 KB page 6,000 times would join into 1.5 GB of state. It is refused (it holds more than
+    a state does) before anything is joined."""
+    root = tmp_path / "archive"
+    cp = ca.open_archive(str(root))
+    first = ca.Checkpoint.new("t", {"chat": ["x" * 8000 + str(i) for i in range(40)]}, step=0)
+    cp.save(first)
+    target = objects_of(root, "snapshot")[-1]
+    doc = codec.loads(codec.decompress(target.read_bytes(), kind="snapshot"))
+    ((path, digests),) = doc["pages"].items()
+    doc["pages"][path] = digests * 6000
+    forge(root, target, codec.compress(codec.dumps(doc)))
+    snippet = 'attempt("load", lambda: ca.open_archive(args["root"]).load("t").state, None)'
+    result = run_capped(snippet, {"root": str(root)})
+    assert result["peak_mb"] < allowed_mb(baseline_mb), result
+    assert result["load"] == "ObjectTooLarge", result
+
+
+def test_a_state_of_too_many_values_is_refused_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers refuse what readers would: a state holding more values than ``STATE_VALUES``."""
+    monkeypatch.setattr(limits, "STATE_VALUES", 1000)
+    cp = ca.open_archive(str(tmp_path / "a"))
+    cp.save(ca.Checkpoint.new("t", {"n": 0}))
+    before = sorted(p.name for p in (tmp_path / "a").rglob("*"))
+    with pytest.raises(ca.StateTooLarge, match="JSON values"):
+        cp.save(ca.Checkpoint.new("t", {"numbers": list(range(2000))}, step=1))
+    assert sorted(p.name for p in (tmp_path / "a").rglob("*")) == before
+
+
+def test_inline_deltas_stay_within_the_hint_and_fold_bounds(tmp_path: Path) -> None:
+    """A thread's inline deltas together stay under ``INLINE_TOTAL_BYTES`` (the next delta is a
+    snapshot), so every head hint and fold written stays within its (small) bound and is read."""
+    cp = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=1000)
+    parent = None
+    for step in range(12):  # deltas of ~600 KB: three would pass INLINE_TOTAL_BYTES
+        ckpt = ca.Checkpoint.new("t", {"step": step, "blob": f"{step}" * (600 << 10)}, step=step)
+        ckpt = ckpt.with_parent(parent) if parent else ckpt
+        cp.save(ckpt)
+        parent = ckpt.checkpoint_id
+    kinds = [i.kind for i in cp.list("t")]
+    assert "full" in kinds[1:] and kinds.count("delta") >= 6, kinds
+    root = tmp_path / "a"
+    for hint in objects_of(root, "head hint") + objects_of(root, "folded manifest"):
+        kind = layout.kind_of(str(hint.relative_to(root)))
+        assert kind is not None and limits.fits(kind, codec.decompress(hint.read_bytes(), kind=kind))
+    assert objects_of(root, "head hint")
+    fresh = ca.open_archive(str(root))
+    assert fresh.load("t").state == {"step": 11, "blob": "11" * (600 << 10)}
+    assert fresh.verify().ok

@@ -289,7 +289,7 @@ class ChainReader:
         if not set(needed) <= refs.keys():
             raise BrokenChain("snapshot names a page its record does not", thread_id=self.thread_id, checkpoint_id=cid)
         await self.fetch([refs[d]["key"] for d in needed])
-        items: dict[str, list[Any]] = {}
+        items: dict[str, tuple[list[Any], int]] = {}
         for d in needed:
             page_key = refs[d]["key"]
             decode_page = functools.partial(
@@ -300,6 +300,7 @@ class ChainReader:
                 checkpoint_id=cid,
             )
             items[d] = self._decoded(page_key, decode_page)
+        pages.check_joined((table, message_table), items, thread_id=self.thread_id, checkpoint_id=cid)
         try:
             state = pages.join(state, table, items)
             messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]

@@ -74,12 +74,13 @@ def unseal(
     try:
         raw = codec.decompress(data, what=what, kind=kind) if kind in layout.ZSTD_KINDS else data
         doc = codec.decode_document(raw, what)
+        body = {k: v for k, v in doc.items() if k != "digest"}
+        sealed = codec.stored_dumps(body, what)
     except (UnsupportedFormatVersion, ObjectTooLarge):
         raise
     except IntegrityError as exc:
         raise CorruptManifest(str(exc), thread_id=thread_id, key=key) from None
-    body = {k: v for k, v in doc.items() if k != "digest"}
-    if doc.get("digest") != codec.sha256(codec.dumps(body)) or codec.dumps(doc) != raw:
+    if doc.get("digest") != codec.sha256(sealed) or codec.dumps(doc) != raw:
         raise CorruptManifest(f"{what} fails its digest check", thread_id=thread_id, key=key)
     if thread_id is not None and "thread_id" in doc and doc["thread_id"] != thread_id:
         raise CorruptManifest(f"{what} belongs to thread {doc['thread_id']!r}", thread_id=thread_id, key=key)
@@ -214,7 +215,7 @@ class Manifest:
                 "actions": actions,
             }
         )
-        limits.check_written("commit entry", len(entry), f"commit {self.seq + 1} of thread {self.thread_id!r}")
+        limits.check_written("commit entry", entry, f"commit {self.seq + 1} of thread {self.thread_id!r}")
         return codec.compress(entry)
 
     def folded(self) -> bytes:
@@ -233,7 +234,7 @@ class Manifest:
             doc["parts"] = self.parts
             doc["removed"] = sorted(cid for cid in self.dirty if cid not in self.records)
         raw = seal(doc)
-        limits.check_written("folded manifest", len(raw), f"folded manifest {self.seq} of thread {self.thread_id!r}")
+        limits.check_written("folded manifest", raw, f"folded manifest {self.seq} of thread {self.thread_id!r}")
         return codec.compress(raw)
 
     @classmethod
@@ -302,7 +303,7 @@ class Manifest:
                 "chain": [self._with_ops(r) for r in chain],
             }
         )
-        limits.check_written("head hint", len(raw), f"head hint of thread {self.thread_id!r}")
+        limits.check_written("head hint", raw, f"head hint of thread {self.thread_id!r}")
         return codec.compress(raw)
 
     def _with_ops(self, record: Record) -> Record:

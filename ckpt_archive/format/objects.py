@@ -77,7 +77,7 @@ def check_content(
     ``ProtectionMismatch``)."""
     for name, value in (("state", content[0]), ("messages", content[1])):
         want = record.get(f"{name}_sha256")
-        if want is not None and digest(name, codec.dumps(value)) != want:
+        if want is not None and digest(name, codec.stored_dumps(value, f"rebuilt {name}")) != want:
             raise mismatch(
                 f"rebuilt {name} differ from the {name}_sha256 recorded when it was saved"
                 if name == "messages"
@@ -110,7 +110,7 @@ def encode_snapshot(
     if message_pages:
         doc["message_pages"] = message_pages
     raw = codec.dumps(doc)
-    limits.check_written("snapshot", len(raw), f"snapshot of checkpoint {checkpoint_id!r}")
+    limits.check_written("snapshot", raw, f"snapshot of checkpoint {checkpoint_id!r}")
     return codec.compress(raw)
 
 

@@ -11,11 +11,11 @@ once however many snapshots include it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .. import codec, versions
-from ..errors import DigestMismatch, IntegrityError, TruncatedObject, UnsupportedFormatVersion
+from .. import codec, limits, versions
+from ..errors import DigestMismatch, IntegrityError, ObjectTooLarge, TruncatedObject, UnsupportedFormatVersion
 
 PAGE_ITEMS = 32
 LEVELS = (2048, 256, PAGE_ITEMS)
@@ -94,7 +94,11 @@ def _envelope(items_json: bytes) -> bytes:
     return b'{"format_version":%d,"items":%b,"type":"page"}' % (versions.FORMAT_VERSION, items_json)
 
 
-def decode_page(data: bytes, ref: Ref, *, thread_id: str, checkpoint_id: str) -> list[Any]:
+_ENVELOPE = len(_envelope(b""))
+
+
+def decode_page(data: bytes, ref: Ref, *, thread_id: str, checkpoint_id: str) -> tuple[list[Any], int]:
+    """(the page's items, the bytes of their JSON: what they add to the state they are joined into)."""
     key = ref["key"]
     where = {"thread_id": thread_id, "checkpoint_id": checkpoint_id, "key": key}
     try:
@@ -112,11 +116,44 @@ def decode_page(data: bytes, ref: Ref, *, thread_id: str, checkpoint_id: str) ->
     items = doc.get("items")
     if doc.get("type") != "page" or type(items) is not list:
         raise TruncatedObject("page object has no items", **where)
-    return items
+    return items, max(0, len(raw) - _ENVELOPE)
 
 
-def join(state: dict[str, Any], layout: dict[str, list[str]], pages: dict[str, list[Any]]) -> dict[str, Any]:
-    """Inverse of ``split``: put every page back in front of its list's tail."""
+def check_joined(
+    tables: Iterable[dict[str, list[str]]],
+    pages: dict[str, tuple[list[Any], int]],
+    *,
+    thread_id: str,
+    checkpoint_id: str,
+) -> None:
+    """Refuse (``ObjectTooLarge``) page tables that would join into more than a state holds.
+
+    A table may name one page many times (a list of repeated items does), and each naming copies the
+    page's items into the list: a small snapshot naming one page a million times would build lists
+    of billions of items. A writer's tables join into its state, so into at most ``STATE_BYTES`` of
+    JSON and ``STATE_VALUES`` items; this is checked on the tables before anything is joined."""
+    items = size = 0
+    for table in tables:
+        for digests in table.values():
+            for digest in digests:
+                page = pages[digest]
+                items += len(page[0])
+                size += page[1]
+    if items > limits.STATE_VALUES or size > limits.STATE_BYTES:
+        raise ObjectTooLarge(
+            f"snapshot's page tables join into {items} items, {size} bytes of JSON, more than a state holds "
+            f"({limits.STATE_VALUES} values, {limits.STATE_BYTES} bytes): refused (a forged or damaged "
+            "snapshot; delete or restore it)",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+        )
+
+
+def join(
+    state: dict[str, Any], layout: dict[str, list[str]], pages: dict[str, tuple[list[Any], int]]
+) -> dict[str, Any]:
+    """Inverse of ``split``: put every page (``decode_page``) back in front of its list's tail
+    (``check_joined`` first)."""
     for path_json, digests in layout.items():
         path = codec.loads(path_json)
         parent = state
@@ -124,6 +161,6 @@ def join(state: dict[str, Any], layout: dict[str, list[str]], pages: dict[str, l
             parent = parent[key]
         items: list[Any] = []
         for digest in digests:
-            items.extend(pages[digest])
+            items.extend(pages[digest][0])
         parent[path[-1]] = items + parent[path[-1]]
     return state

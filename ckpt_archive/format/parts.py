@@ -64,7 +64,7 @@ def seal_parts(m: Manifest, part_size: int | None = None) -> list[tuple[str, byt
         gone = {cid for cid in ids if cid not in m.records}
         records = [m.records[cid] for cid in ids if cid not in gone]
         raw = _part_doc(m, records)
-        if not limits.fits("manifest part", len(raw)):
+        if not limits.fits("manifest part", raw):
             break  # the parts stay as they are (a reader reads any number of them)
         del m.parts[-FANOUT:], m.part_ids[-FANOUT:]
         m.sealed -= gone
@@ -84,7 +84,7 @@ def _part_doc(m: Manifest, records: list[Record]) -> bytes:
 
 def _new_part(m: Manifest, records: list[Record], level: int, raw: bytes | None = None) -> tuple[str, bytes]:
     raw = _part_doc(m, records) if raw is None else raw
-    limits.check_written("manifest part", len(raw), f"manifest part of thread {m.thread_id!r}")
+    limits.check_written("manifest part", raw, f"manifest part of thread {m.thread_id!r}")
     data = codec.compress(raw)
     key = part_key(m.thread_id, uuid.uuid4().hex)
     ref = {"key": key, "sha256": codec.sha256(data), "size": len(data), "count": len(records), "level": level}

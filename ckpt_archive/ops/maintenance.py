@@ -197,7 +197,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
         raise InvalidState(f"state must be a dict, got {type(state).__name__}")
     codec.check_json(state)
     raw = codec.dumps(state)
-    limits.check_state(len(raw))  # with the messages too: the snapshot's own check (limits)
+    limits.check_state(raw)  # with the messages too: the snapshot's own check (limits)
     state = codec.loads(raw)
     _, thread_id = await reads.locate(engine, checkpoint_id)
 

@@ -47,7 +47,7 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
         codec.json_copy_raw(checkpoint.messages, "messages", series=checkpoint.thread_id),
     )
     content: Content = (state, messages)
-    limits.check_state(len(raw_state) + len(raw_messages))
+    limits.check_state(raw_state, raw_messages)
     thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
     layout.thread_dir(thread_id)
     layout.id_key(cid)
@@ -172,7 +172,8 @@ async def prepare(
     actions: list[dict[str, Any]] = []
     ops = None
     # a delta stays inline in commit entries, hints and folds: a thread holds at most
-    # MAX_INLINE_DELTAS of them, of at most INLINE_OPS_BYTES each (limits), or it is a snapshot
+    # MAX_INLINE_DELTAS of them, of at most INLINE_OPS_BYTES each and INLINE_TOTAL_BYTES together
+    # (limits), or it is a snapshot
     full = base is None or snapshot_due(ckpt.step, depth, engine.root.full_snapshot_interval)
     if not full and len(m.inline) < limits.MAX_INLINE_DELTAS:
         assert base is not None
@@ -180,7 +181,7 @@ async def prepare(
         if enc is not None:
             ops = crypto.seal_ops(enc, engine.root.archive_id, m.thread_id, ckpt.checkpoint_id, ops)
         stored_ops = len(codec.dumps(ops))
-        if stored_ops > limits.INLINE_OPS_BYTES:
+        if stored_ops > limits.INLINE_OPS_BYTES or stored_ops + inline_bytes(m) > limits.INLINE_TOTAL_BYTES:
             ops = None
     if ops is None:
         key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
@@ -204,6 +205,11 @@ async def prepare(
             record.update(ref={"type": "empty"}, bytes=0)
             actions.append({"action": "add", "record": record})
     return actions, objects
+
+
+def inline_bytes(m: Manifest) -> int:
+    """The thread's inline deltas together (each record's ``bytes``: its ops as stored)."""
+    return sum(int(m.records[cid].get("bytes", 0)) for cid in m.inline if cid in m.records)
 
 
 def parent_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
