@@ -32,10 +32,11 @@ MiB = 1 << 20
 STATE_BYTES = 256 * MiB
 """The largest state plus messages (their canonical JSON together) a save or an edit accepts."""
 
-STATE_VALUES = 8 * MiB
-"""The most JSON values (``values``) a state plus messages may hold. Text-heavy states reach
-``STATE_BYTES`` first (a chat holds ~30 values per KB: 256 MiB is ~8M values); what this refuses is
-tens of millions of tiny values (numbers one by one: keep arrays like those outside the checkpoint)."""
+STATE_VALUES = 4 * MiB
+"""The most JSON values (``values``) a state plus messages may hold, so that a snapshot within its
+bounds costs a reader at most ~400 MB of objects (``VALUE_BYTES`` each) beside its bytes. A chat holds
+~30 values per KB: this is ~140 MB of chat JSON in one checkpoint. What it refuses is millions of tiny
+values (numbers one by one: keep arrays like those outside the checkpoint)."""
 
 VALUE_BYTES = 96
 """What parsing one JSON value (one ``values`` count) may allocate, at most: measured with orjson 3.13
@@ -118,8 +119,10 @@ LIMITS: dict[str, int] = {
     "snapshot": 2 * STATE_BYTES + MiB,
     "page": STATE_BYTES + MiB,
     # MAX_INLINE_DELTAS deltas of at most INLINE_OPS_BYTES each, in Parquet (ids dictionary-encoded)
-    "delta segment": 4 * MAX_INLINE_DELTAS * INLINE_OPS_BYTES,
-    "row group": 4 * MAX_INLINE_DELTAS * INLINE_OPS_BYTES,
+    # a segment holds the thread's inline deltas, at most INLINE_TOTAL_BYTES of ops together, in Parquet
+    # (ids dictionary-encoded, paths and values as text; incompressible values stay about their size)
+    "delta segment": 4 * INLINE_TOTAL_BYTES,
+    "row group": 4 * INLINE_TOTAL_BYTES,
 }
 LIMITS["object"] = max(LIMITS.values())
 """An object of a kind the caller does not name (tests, tools): the largest bound of all."""
@@ -137,6 +140,9 @@ VALUES: dict[str, int] = {
     # the state and messages once, plus page tables and the envelope
     "snapshot": STATE_VALUES + MiB,
     "page": STATE_VALUES + 1024,
+    # the paths and values of a segment's row group, parsed one by one: the text of the thread's inline
+    # deltas, at most INLINE_TOTAL_BYTES, and a count is a byte of that text (so a writer never exceeds it)
+    "row group": INLINE_TOTAL_BYTES,
 }
 VALUES["object"] = max(VALUES.values())
 
@@ -262,16 +268,16 @@ def check_state(*raws: bytes) -> None:
         )
 
 
-def check_written(kind: str, raw: bytes, what: str) -> None:
-    """Refuse to write a ``kind`` document that readers would refuse (its bytes, its values)."""
+def check_written(
+    kind: str,
+    raw: bytes,
+    what: str,
+    advice: str = "keep large values (files, blobs, arrays) outside the checkpoint and store a reference to them",
+) -> None:
+    """Refuse to write a ``kind`` document that readers would refuse (its bytes, its values); ``advice``
+    says what the caller can do instead."""
     if len(raw) > LIMITS[kind]:
-        raise StateTooLarge(
-            f"{what} is {len(raw)} bytes, more than a {kind} may hold ({LIMITS[kind]}); keep large values "
-            "(files, blobs) outside the checkpoint and store a reference to them"
-        )
+        raise StateTooLarge(f"{what} is {len(raw)} bytes, more than a {kind} may hold ({LIMITS[kind]}); {advice}")
     count = over_values(kind, raw)
     if count is not None:
-        raise StateTooLarge(
-            f"{what} holds {count} JSON values, more than a {kind} may hold ({VALUES[kind]}); keep large "
-            "values (files, blobs, arrays) outside the checkpoint and store a reference to them"
-        )
+        raise StateTooLarge(f"{what} holds {count} JSON values, more than a {kind} may hold ({VALUES[kind]}); {advice}")

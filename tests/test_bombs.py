@@ -538,3 +538,38 @@ def test_inline_deltas_stay_within_the_hint_and_fold_bounds(tmp_path: Path) -> N
     fresh = ca.open_archive(str(root))
     assert fresh.load("t").state == {"step": 11, "blob": "11" * (600 << 10)}
     assert fresh.verify().ok
+
+
+def value_segment(checkpoint_id: str, value: bytes) -> bytes:
+    """A well-formed delta segment holding one ``set`` op of ``value`` (JSON text) for the checkpoint,
+    written the way the format writes segments."""
+    table = pa.table(
+        {
+            "checkpoint_id": [checkpoint_id],
+            "step": pa.array([1], pa.int64()),
+            "op": ["set"],
+            "key": ["chat"],
+            "path": ['["chat"]'],
+            "value": [value.decode()],
+            "target": pa.array([None], pa.string()),
+        }
+    )
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, table.schema, compression="zstd", store_schema=False) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1", "ckpt_archive.thread_id": "t"})
+    return buf.getvalue()
+
+
+def test_a_json_bomb_in_a_segment_value_is_refused_unparsed(tmp_path: Path, baseline_mb: float) -> None:
+    """An op value of a delta segment within the segment's byte bound whose values cost a parse 20x its
+    bytes (``[],[],…``, ~7 MiB): refused by the values its row group holds before any op is parsed."""
+    root = tmp_path / "archive"
+    saved = build(root)
+    bomb = json_bomb(b"[]", limits.LIMITS["row group"] - (1 << 20))
+    forge(root, objects_of(root, "delta segment")[-1], value_segment(saved[1].checkpoint_id, bomb))
+    result = read_in_child(root, saved)
+    peak = result.pop("peak_mb")
+    assert peak < allowed_mb(baseline_mb), (peak, baseline_mb, result)
+    assert not [v for v in result.values() if v.startswith(("UNTYPED", "WRONG"))], result
+    assert result["load_by_id"] == "ObjectTooLarge" and "ObjectTooLarge" in result["verify"], result

@@ -215,7 +215,13 @@ class Manifest:
                 "actions": actions,
             }
         )
-        limits.check_written("commit entry", entry, f"commit {self.seq + 1} of thread {self.thread_id!r}")
+        limits.check_written(
+            "commit entry",
+            entry,
+            f"commit {self.seq + 1} of thread {self.thread_id!r}",
+            "a save: keep large values (files, blobs) outside the checkpoint; maintenance: act on fewer "
+            "checkpoints in one call (prune or remove them in batches)",
+        )
         return codec.compress(entry)
 
     def folded(self) -> bytes:

@@ -320,7 +320,13 @@ class SegmentReader:
         limits.check_read("row group", decoded, f"{what} (decoded)", **where)
         # the size is known now: Arrow expands the dictionaries (to Python, element by element through
         # dictionary scalars, that was half the cost of listing a thread)
-        return {name: _plain(table.column(name)).to_pylist() for name in columns}
+        rows = {name: _plain(table.column(name)).to_pylist() for name in columns}
+        # each path and value is parsed on its own (``ops``): what those parses may build is bounded
+        # here, on the text, before any of them runs (a bytes bound alone lets ``[],[],…`` cost 20x)
+        texts = [t for t in (*rows["path"], *rows["value"]) if t is not None]
+        count = sum(t.count(",") + t.count("[") + t.count("{") for t in texts)
+        limits.check_values("row group", count if count > limits.VALUES["row group"] else None, what, **where)
+        return rows
 
     def _pages(self, chunk: Any, rows: int, what: str, where: dict[str, Any]) -> int:
         """The bytes the pages of a column chunk decompress to, by their own headers: what pyarrow
