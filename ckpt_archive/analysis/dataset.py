@@ -17,6 +17,7 @@ next full snapshot or ``archive.compact(thread_id)``; they are not in these file
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,6 +32,7 @@ from ..errors import TruncatedObject
 from ..format import layout
 from ..format.objects import SEGMENT_SCHEMA
 from ..storage import ObjectStore
+from ..storage.local import check_regular
 from .frames import Source, archive_of, checkpoints_table
 
 if TYPE_CHECKING:
@@ -81,6 +83,9 @@ def open_dataset(
     if not segments:
         return ds.dataset(pa.table({n: [] for n in DELTA_SCHEMA.names}, schema=DELTA_SCHEMA))
     paths = [store.path(key) for key in segments]
+    if isinstance(store.fs, LocalFileSystem):  # pyarrow opens them itself: a FIFO would block it, a device flood it
+        for key, path in zip(segments, paths, strict=True):
+            check_regular(os.stat(path).st_mode, key)
     threads_of = _thread_of_folder(store.fs, paths)
     fmt = ds.ParquetFileFormat()
     arrow_fs = _arrow_fs(store.fs, dict(zip(paths, segments.values(), strict=True)))

@@ -69,16 +69,16 @@ def _read_local(path: str, kind: str | None = None, key: str | None = None) -> b
     """The file's bytes, at most one past the bound of ``kind``; anything but a regular file, and a file
     too big for an archive object of ``kind``, is refused unread (see the module doc)."""
     where = key if key is not None else path
-    _check_regular(os.stat(path).st_mode, where)
+    check_regular(os.stat(path).st_mode, where)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket (or a FIFO on some systems): nothing to read
-            _check_regular(stat.S_IFSOCK, where)
+            check_regular(stat.S_IFSOCK, where)
         raise
     try:
         size = os.fstat(fd)
-        _check_regular(size.st_mode, where)
+        check_regular(size.st_mode, where)
         if kind is not None:
             limits.check_stored(kind, size.st_size, key=key)
         return limits.check_cut(kind, _read_to(fd, size.st_size, limits.read_end(kind)), key=key)
@@ -110,7 +110,7 @@ _SPECIAL = {
 }
 
 
-def _check_regular(mode: int, where: str) -> None:
+def check_regular(mode: int, where: str) -> None:
     """Refuse what is not a regular file (``mode`` as ``stat`` gives it, the symlink followed)."""
     if not stat.S_ISREG(mode):
         what = _SPECIAL.get(stat.S_IFMT(mode), "not a file")
