@@ -23,6 +23,10 @@ MiB = 1 << 20
 STATE_BYTES = 256 * MiB
 """The largest state plus messages (their canonical JSON together) a save or an edit accepts."""
 
+BLOB_MIN_BYTES = 64 * 1024
+"""A string value of at least this many bytes of UTF-8 is stored once, as an archive-wide blob object,
+and referenced from where it is (``format.blobs``; docs/design/006-blobs.md has the measurement)."""
+
 INLINE_OPS_BYTES = 1 * MiB
 """The largest delta (its operations' canonical JSON, as stored) kept inline in a commit entry; a
 checkpoint whose delta is bigger is stored as a full snapshot."""
@@ -89,6 +93,8 @@ LIMITS: dict[str, int] = {
     # the state and messages once, plus page tables (at most ~1.05x the lists they stand for) and ids
     "snapshot": 2 * STATE_BYTES + MiB,
     "page": STATE_BYTES + MiB,
+    # one string value of a state (its UTF-8 bytes): no bigger than the state that holds it
+    "blob": STATE_BYTES,
     # MAX_INLINE_DELTAS deltas of at most INLINE_OPS_BYTES each, in Parquet (ids dictionary-encoded)
     "delta segment": 4 * MAX_INLINE_DELTAS * INLINE_OPS_BYTES,
     "row group": 4 * MAX_INLINE_DELTAS * INLINE_OPS_BYTES,

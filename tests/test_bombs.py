@@ -314,7 +314,9 @@ def test_a_big_delta_is_stored_as_a_snapshot(tmp_path: Path) -> None:
     cp = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=1000)
     first = ca.Checkpoint.new("t", {"n": 0}, step=1)
     cp.save(first)
-    big = ca.Checkpoint.new("t", {"n": 1, "blob": "x" * (limits.INLINE_OPS_BYTES + 1)}, step=2)
+    # strings under the blob threshold (a larger one would be a blob, its reference a small delta)
+    strings = ["x" * (limits.BLOB_MIN_BYTES - 1)] * (limits.INLINE_OPS_BYTES // limits.BLOB_MIN_BYTES + 1)
+    big = ca.Checkpoint.new("t", {"n": 1, "blob": strings}, step=2)
     cp.save(big.with_parent(first.checkpoint_id))
     kinds = [i.kind for i in cp.list("t")]
     assert kinds == ["full", "full"]
