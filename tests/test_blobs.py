@@ -22,14 +22,14 @@ from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive import codec, limits
-from ckpt_archive.format import blobs, layout
+from ckpt_archive.format import layout
 from tests.capped import run_capped
 from tests.test_bombs import BOMB, PEAK_MB, zstd_bomb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import bench_blobs  # noqa: E402
+import bench_blobs
 
-T = limits.BLOB_MIN_BYTES
+T = 64 * 1024  # limits.BLOB_MIN_BYTES (checked below; a literal, so this module imports without blobs)
 AT = "a" * T  # exactly at the threshold: a blob
 BELOW = "b" * (T - 1)  # one byte short: inline
 MULTIBYTE = "é" * (T // 2)  # T bytes of UTF-8 in T/2 characters: a blob
@@ -42,7 +42,7 @@ leaves = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**63 - 1), s
 def _look_alikes(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     mark = st.sampled_from(["$blob", "$esc"])
     ref_shaped = st.fixed_dictionaries(
-        {"key": st.just(layout.blob_key("0" * 64)), "sha256": st.just("0" * 64), "size": st.just(T)}
+        {"key": st.just("_blobs/" + "0" * 64 + ".zst"), "sha256": st.just("0" * 64), "size": st.just(T)}
     )
     return st.one_of(
         st.builds(lambda k, v: {k: v}, mark, st.one_of(inner, ref_shaped)),
@@ -61,8 +61,14 @@ json_values = st.recursive(
 )
 
 
+def test_the_threshold_is_the_limits_constant() -> None:
+    assert limits.BLOB_MIN_BYTES == T
+
+
 def stored_round_trip(value: Any, *, sealed: bool = False) -> Any:
     """encode -> the stored JSON text -> the blobs it names -> decode, as a reader does."""
+    from ckpt_archive.format import blobs
+
     out, found = blobs.encode(value, codec.sha256, sealed=sealed)
     stored = codec.loads(codec.dumps(out))
     assert blobs.names(stored, sealed=sealed).keys() == found.keys()
@@ -81,6 +87,8 @@ def test_every_json_value_round_trips_through_its_stored_form(value: Any) -> Non
 
 
 def test_a_string_at_the_threshold_is_a_reference_and_one_byte_less_is_not() -> None:
+    from ckpt_archive.format import blobs
+
     out, found = blobs.encode({"a": AT, "b": BELOW, "c": MULTIBYTE, "d": SHORT_MULTIBYTE}, codec.sha256)
     assert set(found) == {codec.sha256(AT.encode()), codec.sha256(MULTIBYTE.encode())}
     assert out["b"] is BELOW and out["d"] is SHORT_MULTIBYTE
@@ -101,6 +109,8 @@ def test_a_string_at_the_threshold_is_a_reference_and_one_byte_less_is_not() -> 
     ],
 )
 def test_a_malformed_reference_is_refused_typed(mark: Any) -> None:
+    from ckpt_archive.format import blobs
+
     with pytest.raises(ca.IntegrityError):
         blobs.names({"v": {"$blob": mark}})
 
@@ -129,7 +139,7 @@ def blob_files(root: Path) -> list[Path]:
 
 
 def test_history_load_by_id_and_maintenance_rebuild_exactly(tmp_path: Path) -> None:
-    cp, url, saved = archive_with_image(tmp_path)
+    cp, _url, saved = archive_with_image(tmp_path)
     assert [c.state for c in cp.history("t")] == [c.state for c in saved]
     assert cp.load_by_id(saved[2].checkpoint_id).state == saved[2].state
     cp.prune("t", ca.RetentionPolicy.keep_last(2))  # re-bases the oldest kept delta: the blob is not rewritten
@@ -147,7 +157,7 @@ def age(paths: list[Path], seconds: float) -> None:
 
 
 def test_gc_keeps_a_blob_while_any_record_or_a_recent_drop_refers_to_it(tmp_path: Path) -> None:
-    cp, url, saved = archive_with_image(tmp_path)
+    cp, _url, _saved = archive_with_image(tmp_path)
     cp.copy_thread("t", "copy")
     age(blob_files(tmp_path), 7200)  # older than the grace (1 hour)
     cp.delete("t")
@@ -161,7 +171,7 @@ def test_gc_keeps_a_blob_while_any_record_or_a_recent_drop_refers_to_it(tmp_path
 
 
 def test_gc_deletes_no_blob_while_a_thread_cannot_be_read(tmp_path: Path) -> None:
-    cp, url, saved = archive_with_image(tmp_path)
+    cp, _url, _saved = archive_with_image(tmp_path)
     other = ca.open_archive(str(tmp_path))
     other.save(ca.Checkpoint.new("u", {"x": 1}))
     cp.delete("t")
@@ -175,7 +185,7 @@ def test_gc_deletes_no_blob_while_a_thread_cannot_be_read(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("damage", ["missing", "altered"])
 def test_a_missing_or_altered_blob_is_refused_typed_and_verify_reports_it(tmp_path: Path, damage: str) -> None:
-    cp, url, saved = archive_with_image(tmp_path)
+    _cp, url, _saved = archive_with_image(tmp_path)
     (blob,) = blob_files(tmp_path)
     if damage == "missing":
         blob.unlink()
@@ -192,7 +202,7 @@ def test_a_missing_or_altered_blob_is_refused_typed_and_verify_reports_it(tmp_pa
 def test_a_bombed_blob_costs_a_reader_nothing(tmp_path: Path) -> None:
     """A blob's name is its content's digest, so a hostile party can only replace its bytes: a zstd frame
     declaring ~2 GiB is refused by its declared size before it is decompressed."""
-    cp, url, saved = archive_with_image(tmp_path)
+    _cp, _url, _saved = archive_with_image(tmp_path)
     (blob,) = blob_files(tmp_path)
     blob.write_bytes(zstd_bomb(BOMB))
     snippet = """
@@ -208,7 +218,7 @@ attempt("verify", kinds, check=lambda got: True if "ObjectTooLarge" in got else 
 
 def test_encrypted_blobs_are_sealed_and_named_by_a_keyed_digest(tmp_path: Path) -> None:
     enc = ca.Encryption({"k1": b"k" * 32}, "k1")
-    cp, url, saved = archive_with_image(tmp_path, encryption=enc)
+    _cp, url, saved = archive_with_image(tmp_path, encryption=enc)
     (blob,) = blob_files(tmp_path)
     assert blob.suffix == ".enc" and blob.stem != codec.sha256(url.encode())  # no confirmation of a guess
     assert blob.read_bytes().startswith(b"CKAE1\n")
