@@ -226,3 +226,21 @@ def test_encrypted_blobs_are_sealed_and_named_by_a_keyed_digest(tmp_path: Path) 
     with pytest.raises(ca.KeyUnavailable):
         ca.open_archive(str(tmp_path)).load("t")
     assert ca.open_archive(str(tmp_path), encryption=enc).verify().ok
+
+
+def test_a_cold_load_fetches_its_blobs_with_the_chain(tmp_path: Path) -> None:
+    """A record lists its blobs, so a reader fetches them in the round trip that fetches its snapshot and
+    deltas: a thread holding an image loads in as many sequential round trips as one without."""
+    from ckpt_archive.storage import RoundTrips
+
+    depths = {}
+    for name, url in (("plain", "no image"), ("image", bench_blobs.image(96))):
+        root = tmp_path / name
+        cp = ca.open_archive(str(root), full_snapshot_interval=3)
+        for step in range(5):
+            cp.save(ca.Checkpoint.new("t", {"m": [bench_blobs.message(i, url) for i in range(step + 1)]}, step=step))
+        trips = RoundTrips(ca.open_store(str(root)), latency=0.0)
+        latest = ca.ArchiveCheckpointer(trips).load("t")
+        assert latest is not None and latest.state["m"][-1]["content"][1]["image_url"]["url"] == url
+        depths[name] = trips.depth
+    assert depths["image"] == depths["plain"] <= 2, depths
