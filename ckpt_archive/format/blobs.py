@@ -32,6 +32,7 @@ _MIN_CHARS = (limits.BLOB_MIN_BYTES + 3) // 4
 """A string of fewer characters has fewer than ``BLOB_MIN_BYTES`` of UTF-8 (at most 4 bytes each): no
 UTF-8 encode is needed to rule it out."""
 
+_WALKED = (str, list, dict)
 Namer = Callable[[bytes], str]
 """The name of a blob's UTF-8 bytes: their sha256 (plaintext) or a keyed digest (encrypted)."""
 
@@ -62,14 +63,25 @@ def encode(value: Any, name: Namer, *, sealed: bool = False) -> tuple[Any, dict[
             found[digest] = raw
             return {REF: {"key": layout.blob_key(digest, sealed=sealed), field: digest, "size": len(raw)}}
         if t is list:
-            out = [walk(x) for x in v]
-            return v if all(a is b for a, b in zip(out, v, strict=True)) else out
+            out: list[Any] | None = None
+            for i, x in enumerate(v):
+                y = walk(x) if type(x) in _WALKED else x
+                if y is not x and out is None:
+                    out = v[:i]
+                if out is not None:
+                    out.append(y)
+            return v if out is None else out
         if t is dict:
-            items = {k: walk(x) for k, x in v.items()}
-            changed = not all(items[k] is x for k, x in v.items())
+            items: dict[str, Any] | None = None
+            for k, x in v.items():
+                y = walk(x) if type(x) in _WALKED else x
+                if y is not x and items is None:
+                    items = dict(v)
+                if items is not None:
+                    items[k] = y
             if _looks_like_mark(v):
-                return {ESCAPE: items}
-            return items if changed else v
+                return {ESCAPE: v if items is None else items}
+            return v if items is None else items
         return v
 
     return walk(value), found
@@ -124,11 +136,17 @@ def marked(value: Any) -> bool:
     """Does a stored value hold a reference or an escape (so ``decode`` has something to undo)?"""
     t = type(value)
     if t is dict:
-        if _looks_like_mark(value):
+        if len(value) == 1 and next(iter(value)) in _MARKS:
             return True
-        return any((type(x) is dict or type(x) is list) and marked(x) for x in value.values())
-    if t is list:
-        return any((type(x) is dict or type(x) is list) and marked(x) for x in value)
+        values = value.values()
+    elif t is list:
+        values = value
+    else:
+        return False
+    for x in values:
+        tx = type(x)
+        if (tx is dict or tx is list) and marked(x):
+            return True
     return False
 
 
