@@ -43,6 +43,10 @@ VALUE_BYTES = 96
 on CPython 3.11, per count, ``[[],[],...]`` 32 bytes, ``[{},...]`` 36, ``[0.5,...]`` 32, ``["ab",...]``
 59, ``[{"a":0},...]`` 96 (a one-member dict, for two counts), ``["\u00e9",...]`` 88."""
 
+BLOB_MIN_BYTES = 64 * 1024
+"""A string value of at least this many bytes of UTF-8 is stored once, as an archive-wide blob object,
+and referenced from where it is (``format.blobs``; docs/design/006-blobs.md has the measurement)."""
+
 INLINE_OPS_BYTES = 1 * MiB
 """The largest delta (its operations' canonical JSON, as stored) kept inline in a commit entry; a
 checkpoint whose delta is bigger is stored as a full snapshot."""
@@ -118,6 +122,8 @@ LIMITS: dict[str, int] = {
     # the state and messages once, plus page tables (at most ~1.05x the lists they stand for) and ids
     "snapshot": 2 * STATE_BYTES + MiB,
     "page": STATE_BYTES + MiB,
+    # one string value of a state (its UTF-8 bytes): no bigger than the state that holds it
+    "blob": STATE_BYTES,
     # MAX_INLINE_DELTAS deltas of at most INLINE_OPS_BYTES each, in Parquet (ids dictionary-encoded)
     # a segment holds the thread's inline deltas, at most INLINE_TOTAL_BYTES of ops together, in Parquet
     # (ids dictionary-encoded, paths and values as text; incompressible values stay about their size)
@@ -144,6 +150,7 @@ VALUES: dict[str, int] = {
     # deltas, at most INLINE_TOTAL_BYTES, and a count is a byte of that text (so a writer never exceeds it)
     "row group": INLINE_TOTAL_BYTES,
 }
+VALUES["blob"] = LIMITS["blob"]  # a string, never parsed: no count can exceed its bytes, so none is made
 VALUES["object"] = max(VALUES.values())
 
 

@@ -123,3 +123,15 @@ def test_postgres_benchmark_without_server_says_what_to_install(tmp_path: Path) 
     data = _postgres_bench(tmp_path, {**os.environ, "PG_BIN": str(tmp_path / "no-postgres")})
     assert [r["store"] for r in data["rows"]] == ["ArchiveSaver", "ArchiveSaver"]
     assert "apt-get install postgresql" in (tmp_path / "postgres.md").read_text()
+
+
+def test_blob_benchmark_smoke(tmp_path: Path) -> None:
+    """A value re-sent in every turn, and the thread's copy, are stored once (bench_blobs.py; issue 20)."""
+    cmd = [sys.executable, str(BENCH / "bench_blobs.py"), "--turns", "4", "--image-kb", "128", "--out", str(tmp_path)]
+    if available("ArchiveSaver"):
+        cmd.append("--langgraph")
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}  # this checkout's package, not an installed one
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
+    result = json.loads((tmp_path / "blobs.json").read_text())
+    native = result["native"]
+    assert native["blobs"] == 1 and native["copy"] < 1.5 * result["image_bytes"], result

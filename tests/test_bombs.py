@@ -314,7 +314,9 @@ def test_a_big_delta_is_stored_as_a_snapshot(tmp_path: Path) -> None:
     cp = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=1000)
     first = ca.Checkpoint.new("t", {"n": 0}, step=1)
     cp.save(first)
-    big = ca.Checkpoint.new("t", {"n": 1, "blob": "x" * (limits.INLINE_OPS_BYTES + 1)}, step=2)
+    # strings under the blob threshold (a larger one would be a blob, its reference a small delta)
+    strings = ["x" * (limits.BLOB_MIN_BYTES - 1)] * (limits.INLINE_OPS_BYTES // limits.BLOB_MIN_BYTES + 1)
+    big = ca.Checkpoint.new("t", {"n": 1, "blob": strings}, step=2)
     cp.save(big.with_parent(first.checkpoint_id))
     kinds = [i.kind for i in cp.list("t")]
     assert kinds == ["full", "full"]
@@ -523,8 +525,12 @@ def test_inline_deltas_stay_within_the_hint_and_fold_bounds(tmp_path: Path) -> N
     snapshot), so every head hint and fold written stays within its (small) bound and is read."""
     cp = ca.open_archive(str(tmp_path / "a"), full_snapshot_interval=1000)
     parent = None
+
+    def text(step: int) -> list[str]:  # ~600 KB of strings each under the blob threshold (they stay inline)
+        return [f"{step}" * (limits.BLOB_MIN_BYTES // 2 - 16)] * ((600 << 10) // (limits.BLOB_MIN_BYTES // 2))
+
     for step in range(12):  # deltas of ~600 KB: three would pass INLINE_TOTAL_BYTES
-        ckpt = ca.Checkpoint.new("t", {"step": step, "blob": f"{step}" * (600 << 10)}, step=step)
+        ckpt = ca.Checkpoint.new("t", {"step": step, "blob": text(step)}, step=step)
         ckpt = ckpt.with_parent(parent) if parent else ckpt
         cp.save(ckpt)
         parent = ckpt.checkpoint_id
@@ -536,7 +542,7 @@ def test_inline_deltas_stay_within_the_hint_and_fold_bounds(tmp_path: Path) -> N
         assert kind is not None and limits.fits(kind, codec.decompress(hint.read_bytes(), kind=kind))
     assert objects_of(root, "head hint")
     fresh = ca.open_archive(str(root))
-    assert fresh.load("t").state == {"step": 11, "blob": "11" * (600 << 10)}
+    assert fresh.load("t").state == {"step": 11, "blob": text(11)}
     assert fresh.verify().ok
 
 

@@ -27,7 +27,7 @@ from ..errors import (
     ProtectionMismatch,
     TruncatedObject,
 )
-from ..format import crypto, pages
+from ..format import blobs, crypto, layout, pages
 from ..format.content import Content, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record, ref_keys
@@ -38,8 +38,10 @@ T = TypeVar("T")
 
 _KEEP_STATES = 64
 _KEEP_SEGMENTS = 4
+_KEEP_BLOBS = 64
 """What a walk over a whole thread (``walk=True``) keeps: the contents a child may be built on, and
-parsed segments (a thread's deltas are in commit order, so neighbours share a segment)."""
+parsed segments (a thread's deltas are in commit order, so neighbours share a segment), and decoded
+blobs (a value re-sent in many turns is fetched once)."""
 
 
 class ContentService(Protocol):
@@ -105,6 +107,7 @@ class ChainReader:
         self.damaged: set[str] = set()  # objects that failed a check (REPORT)
         self.notes: list[str] = []  # what could not be proven (LENIENT)
         self.problems: list[CheckpointError] = []  # every checkpoint's failure (REPORT)
+        self.texts: OrderedDict[str, str] = OrderedDict()  # decoded blobs, by key
 
     # -- what to fetch ------------------------------------------------------------
     def _known(self, rec: Record) -> Content | None:
@@ -141,7 +144,7 @@ class ChainReader:
                 keys.update(ref_keys(rec))
             if chain:
                 building.add(chain[-1]["id"])
-        return sorted(k for k in keys if k not in self.objects and k not in self.readers)
+        return sorted(k for k in keys if k not in self.objects and k not in self.readers and k not in self.texts)
 
     def hold(self, keys: list[str], datas: Sequence[bytes | ObjectTooLarge | None]) -> None:
         """Objects fetched by the caller (alongside other requests), for the replays to come."""
@@ -208,7 +211,49 @@ class ChainReader:
         elif ref["type"] == "inline":
             ops = inline.get(cid, [])
         plain = crypto.open_ops(self.service.encryption, rec, self.service.archive_id, self.thread_id, ops)
+        values = [op.get("value") for op in plain]
+        decoded = await self._unblob(rec, values)
+        if decoded is not values:
+            plain = [{**op, "value": v} for op, v in zip(plain, decoded, strict=True)]
         return apply_checkpoint(*content, plain)
+
+    async def _unblob(self, rec: Record, value: Any) -> Any:
+        """A stored value of ``rec`` (its snapshot's content, or its ops' values) with its blob
+        references replaced by the blobs' text (``blobs.decode``). The blobs it references must be
+        exactly those the record lists (``ref.blobs``: what gc and copies know it needs); each is
+        fetched once per replay (prefetched with the record's other objects: ``ref_keys``)."""
+        listed = rec["ref"].get("blobs", [])
+        if not listed and not blobs.marked(value):
+            return value
+        sealed, cid = "enc" in rec, rec["id"]
+        try:
+            wanted = blobs.names(value, sealed=sealed)
+        except IntegrityError as exc:
+            raise TruncatedObject(str(exc), thread_id=self.thread_id, checkpoint_id=cid) from None
+        if sorted(wanted) != sorted(listed):
+            raise BrokenChain(
+                "stored content references other blobs than its record lists",
+                thread_id=self.thread_id,
+                checkpoint_id=cid,
+            )
+        texts = {}
+        for name, size in wanted.items():
+            key = layout.blob_key(name, sealed=sealed)
+            text = self.texts.get(key)
+            if text is None:
+                data = await self._object(key, rec)
+                text = self._decoded(key, functools.partial(self._blob, rec, name, size, data))
+                self.texts[key] = text
+                while self.walk and len(self.texts) > _KEEP_BLOBS:
+                    self.texts.popitem(last=False)
+            texts[name] = text
+            self.objects.pop(key, None)
+        return blobs.decode(value, texts, sealed=sealed)
+
+    def _blob(self, rec: Record, name: str, size: int, data: bytes) -> str:
+        where = {"thread_id": self.thread_id, "checkpoint_id": rec["id"]}
+        plain, check = crypto.open_blob(self.service.encryption, rec, self.service.archive_id, name, data)
+        return blobs.unpack(plain, name, size, check=check, **where)
 
     # -- objects ------------------------------------------------------------------
     async def _object(self, key: str, rec: Record) -> bytes:
@@ -283,6 +328,7 @@ class ChainReader:
         if self.walk:
             self.objects.pop(key, None)
         if not table and not message_table:
+            state, messages = await self._unblob(rec, [state, messages])
             return state, messages
         refs = {p["digest"]: p for p in ref.get("pages", [])}
         needed = sorted({d for t in (table, message_table) for ds in t.values() for d in ds})
@@ -308,6 +354,7 @@ class ChainReader:
             raise TruncatedObject(
                 "snapshot's page table does not fit its content", thread_id=self.thread_id, checkpoint_id=cid
             ) from None
+        state, messages = await self._unblob(rec, [state, messages])
         return state, messages
 
     def _check(self, content: Content, rec: Record) -> None:

@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from .. import codec
-from ..format import crypto
+from ..delta import Delta
+from ..format import blobs, crypto, layout
 from ..format.content import Content, paged_snapshot, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record
@@ -23,6 +24,10 @@ from ..model import Checkpoint, Protection
 from ..storage import ObjectStore
 from .chains import ChainReader, Mode
 from .root import Root
+
+Objects = list[tuple[str, bytes]]
+"""Objects to write before a commit: (key, bytes)."""
+Keys = frozenset[str] | set[str]
 
 HASHERS = 16
 """Prefix hashers kept (one per thread and name: state or messages)."""
@@ -102,27 +107,71 @@ class Contents:
             "messages_mac": enc.mac(enc.active_key_id, raw_messages),
         }
 
+    # -- blobs: large string values, stored once by content (format.blobs) -------------
+    def stored(self, value: Any, known: Keys = frozenset()) -> tuple[Any, list[str], Objects]:
+        """The one way this engine stores a JSON value: (``value`` with its large strings replaced by
+        blob references, the names it references (sorted), the blob objects to write).
+
+        Encrypted, a blob is named by a keyed digest under the active key (a plain sha256 would let
+        anyone confirm a guess of the value) and sealed like a snapshot; ``known``: keys of blobs the
+        content this one is built on references (its parent chain's, or the thread's for a re-base),
+        not written again (spec.md section 5, "Blobs": why that is safe against gc)."""
+        enc = self.encryption
+        if enc is None:
+            out, found = blobs.encode(value, codec.sha256)
+        else:
+            kid = enc.active_key_id
+            out, found = blobs.encode(value, lambda raw: enc.mac(kid, raw), sealed=True)
+        objects: Objects = []
+        for name, raw in found.items():
+            key = layout.blob_key(name, sealed=enc is not None)
+            if key in known:
+                continue
+            data = blobs.pack(raw)
+            objects.append((key, data if enc is None else enc.seal(data, crypto.blob_aad(self.archive_id, name))))
+        return out, sorted(found), objects
+
+    def stored_ops(self, ops: Delta, known: Keys = frozenset()) -> tuple[Delta, list[str], Objects]:
+        """``stored`` over the values of a delta's operations (paths stay as they are)."""
+        values = [op.get("value") for op in ops]
+        out, names, objects = self.stored(values, known)
+        if out is not values:
+            ops = [op if v is op.get("value") else {**op, "value": v} for op, v in zip(ops, out, strict=True)]
+        return ops, names, objects
+
     def snapshot(
-        self, thread_id: str, checkpoint_id: str, key: str, content: Content, known: dict[str, dict[str, Any]]
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        key: str,
+        content: Content,
+        known: dict[str, dict[str, Any]],
+        known_blobs: Keys = frozenset(),
     ) -> tuple[dict[str, Any], list[tuple[str, bytes]], int]:
         """The one encode of a full snapshot object, for a save, a re-base or edit (maintenance) and a
-        fork: (its ref, the objects to write -- the snapshot under ``key``, then its new pages --, their
-        bytes).
+        fork: (its ref, the objects to write -- the snapshot under ``key``, then its new pages and
+        blobs --, their bytes).
 
-        Encrypted, it is sealed with the active key and never paged: page names would be digests of
-        plaintext. Otherwise long lists (state and messages) go to the thread's shared pages; ``known``
-        (digest -> ref) are pages already stored, reused and not rewritten."""
+        Large strings become blob references first (``stored``: ``known_blobs`` are not rewritten), so
+        the snapshot and its pages hold references. Encrypted, it is sealed with the active key and
+        never paged: page names would be digests of plaintext. Otherwise long lists (state and
+        messages) go to the thread's shared pages; ``known`` (digest -> ref) are pages already stored,
+        reused and not rewritten."""
         page_refs: list[dict[str, Any]] = []
+        (state, messages), names, blob_objects = self.stored([content[0], content[1]], known_blobs)
         if self.encryption is not None:
-            plain = encode_snapshot(thread_id, checkpoint_id, content[0], messages=content[1])
+            plain = encode_snapshot(thread_id, checkpoint_id, state, messages=messages)
             data = self.encryption.seal(plain, crypto.aad(self.archive_id, thread_id, checkpoint_id, "snapshot"))
             objects = [(key, data)]
         else:
-            data, new_pages, page_refs = paged_snapshot(thread_id, checkpoint_id, content, known)
+            data, new_pages, page_refs = paged_snapshot(thread_id, checkpoint_id, (state, messages), known)
             objects = [(key, data), *new_pages]
+        objects += blob_objects
         ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
         if page_refs:
             ref["pages"] = page_refs
+        if names:
+            ref["blobs"] = names
         return ref, objects, sum(len(d) for _, d in objects)
 
     # -- contents ------------------------------------------------------------------

@@ -14,7 +14,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, TypeVar
 
 from ..errors import (
@@ -242,11 +242,15 @@ class ThreadLog:
             return m, base or None
         raise error
 
-    async def lost_commits(self, thread_id: str, log: dict[str, dict[str, Any]]) -> list[LostCommit]:
+    async def lost_commits(
+        self, thread_id: str, log: dict[str, dict[str, Any]], known: Collection[str] = ()
+    ) -> list[LostCommit]:
         """The commits of ``log`` (the thread's ``_log/`` objects as listed) that landed below a fold
         after it was written (``layout.below_fold``), one ``LostCommit`` per checkpoint each adds: what
         verify reports and gc keeps (the entry is the only copy of those saves). Reads only those
-        entries (normally none), to name their checkpoints."""
+        entries (normally none), to name their checkpoints. An entry all of whose checkpoints are ``known``
+        (the thread's manifest holds them) lost nothing: it was rewritten after its fold, not committed
+        into a gap, and is not reported."""
         lost = layout.below_fold(log)
         datas = await self.store.get_each(list(lost))  # one refused unread is named by its key alone
         out = []
@@ -257,6 +261,8 @@ class ThreadLog:
                     doc = unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry")
                     check_commit(doc, thread_id, key)
                     ids = [a["record"]["id"] for a in doc["actions"] if a.get("action") == "add"]
+                    if ids and all(cid in known for cid in ids):
+                        continue
             for cid in ids or [None]:
                 out.append(
                     LostCommit(

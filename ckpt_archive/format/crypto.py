@@ -33,6 +33,7 @@ from typing import Any
 from .. import codec
 from ..delta import Delta
 from ..errors import DecryptionFailed, IntegrityError, KeyUnavailable, PlaintextRefused
+from . import layout
 
 MAGIC = b"CKAE1\n"
 VALUE_PREFIX = "enc1:"
@@ -113,6 +114,12 @@ def aad(archive_id: str, thread_id: str, checkpoint_id: str, what: str) -> bytes
     return codec.dumps(["ckpt_archive", archive_id, thread_id, checkpoint_id, what])
 
 
+def blob_aad(archive_id: str, name: str) -> bytes:
+    """Associated data of a blob object: the archive and the blob's (keyed) name, no thread or checkpoint,
+    since every thread and checkpoint that holds the value shares it."""
+    return codec.dumps(["ckpt_archive", archive_id, "blob", name])
+
+
 def _op_what(i: int, op: dict[str, Any]) -> str:
     """Associated data of an op's value: its index, path and (for a message op) its target."""
     what = f"op:{i}:{codec.dumps(op.get('path')).decode()}"
@@ -172,6 +179,23 @@ def open_snapshot(
     if enc is None:
         raise KeyUnavailable(f"checkpoint {cid!r} of thread {thread_id!r} is encrypted: open the archive with keys")
     return enc.open(data, aad(archive_id, thread_id, cid, "snapshot"), where)
+
+
+def open_blob(
+    enc: Encryption | None, record: dict[str, Any], archive_id: str, name: str, data: bytes
+) -> tuple[bytes, Callable[[bytes], bool] | None]:
+    """(the zstd bytes of a blob object ``record`` references, the check of its text against its name:
+    None for a plaintext blob, whose name is its sha256; the keyed digest under the record's key)."""
+    where = {"checkpoint_id": record["id"], "key": layout.blob_key(name, sealed="enc" in record)}
+    if "enc" not in record:
+        if enc is not None and enc.required:
+            raise PlaintextRefused("blob is not encrypted, but this archive requires encryption", **where)
+        return data, None
+    if enc is None:
+        raise KeyUnavailable(f"checkpoint {record['id']!r} is encrypted: open the archive with keys")
+    key_id = record["enc"]["key_id"]
+    plain = enc.open(data, blob_aad(archive_id, name), where)
+    return plain, lambda raw: hmac.compare_digest(enc.mac(key_id, raw), name)
 
 
 def check_mac(

@@ -11,6 +11,8 @@ Layout under the archive root (see docs/format/spec.md)::
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.<token>.json.zst  re-based/edited/copied snapshot
     thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   row groups of consecutive checkpoints
     thread_id=<enc>/pages/<sha256>.json.zst         shared pages of long lists in snapshots
+    _blobs/<sha256>.zst                             a large string value, shared archive-wide (blobs.py)
+    _blobs/<hmac>.enc                               the same, in an encrypted archive (a keyed name)
 
 Ids are percent-encoded (RFC 3986 unreserved characters kept), which is the
 encoding hive partitioning readers (pyarrow, DuckDB) undo. An encoded id longer
@@ -41,6 +43,8 @@ COMMIT_SUFFIX = ".json.zst"
 FOLDED_SUFFIX = ".manifest.json.zst"
 THREAD_PREFIX = "thread_id="
 IDS = "_ids"
+BLOBS = "_blobs"
+"""Large string values (``format.blobs``): archive-wide, shared by every thread that holds them."""
 SESSION_PREFIX = "session_id="
 LANGGRAPH = "_langgraph"
 """The LangGraph saver's pending writes (spec.md section 11): the archive's own, written before the first
@@ -61,7 +65,7 @@ def holds_threads(name: str) -> bool:
 def root_name(name: str) -> bool:
     """Could ``name`` (directly under the root) be the archive's own: marker, id index, thread, session
     or LangGraph folder, or a temporary file of writing the marker?"""
-    ours = name in (ARCHIVE_MARKER, LANGGRAPH) or holds_threads(name) or name.startswith(SESSION_PREFIX)
+    ours = name in (ARCHIVE_MARKER, LANGGRAPH, BLOBS) or holds_threads(name) or name.startswith(SESSION_PREFIX)
     return ours or bool(_TEMP.fullmatch(name))
 
 
@@ -74,7 +78,7 @@ def own_temp(key: str) -> bool:
     if not _TEMP.fullmatch(name):
         return False
     if len(folders) <= 1:
-        return not folders or folders[0] == IDS or folders[0].startswith(THREAD_PREFIX)
+        return not folders or folders[0] in (IDS, BLOBS) or folders[0].startswith(THREAD_PREFIX)
     if len(folders) == 2:
         top, sub = folders
         return (top.startswith(THREAD_PREFIX) and sub in THREAD_FOLDERS) or (
@@ -185,6 +189,27 @@ def id_key(checkpoint_id: str) -> str:
 
 
 _HASHED = re.compile(r"@[0-9a-f]{64}")
+_BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def is_blob_name(name: str) -> bool:
+    """Is ``name`` a blob's name (64 lowercase hex digits: a sha256, or an HMAC-SHA256 when encrypted)?"""
+    return bool(_BLOB_NAME.fullmatch(name))
+
+
+def blob_key(name: str, *, sealed: bool = False) -> str:
+    """Where the blob ``name`` lives: ``.zst`` (a zstd frame) or, in an encrypted archive, ``.enc``."""
+    return f"{BLOBS}/{name}.{'enc' if sealed else 'zst'}"
+
+
+def blob_of(key: str) -> tuple[str, bool] | None:
+    """(name, sealed) of a key exactly as ``blob_key`` makes it, or None: only such a key is a blob (gc
+    deletes, a tombstone may name); any other file in ``_blobs/`` is not the archive's."""
+    folder, _, rest = key.partition("/")
+    name, _, suffix = rest.partition(".")
+    if folder != BLOBS or suffix not in ("zst", "enc") or not is_blob_name(name):
+        return None
+    return name, suffix == "enc"
 
 
 def is_id_key(key: str) -> bool:
@@ -209,7 +234,7 @@ def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
     return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
 
 
-ZSTD_KINDS = frozenset({"commit entry", "head hint", "folded manifest", "manifest part", "snapshot", "page"})
+ZSTD_KINDS = frozenset({"commit entry", "head hint", "folded manifest", "manifest part", "snapshot", "page", "blob"})
 """The kinds of object stored as one zstd frame (the others are plain JSON, or Parquet): a reader
 knows from the kind which bytes to expect, and never guesses from the bytes."""
 
@@ -223,6 +248,8 @@ def kind_of(key: str) -> str | None:
         return "archive marker"
     if key.startswith("_ids/"):
         return "id entry"
+    if key.startswith(BLOBS + "/"):
+        return "blob"
     if not key.startswith(THREAD_PREFIX):
         return None
     parts = key.split("/")

@@ -159,6 +159,8 @@ class Manifest:
                         continue
                     ref = {"type": "segment", "key": action["key"], "sha256": action["sha256"]}
                     ref.update(size=action["size"], row_group=group["row_group"])
+                    if rec["ref"].get("blobs"):  # the ops moved, the blobs they reference did not
+                        ref["blobs"] = rec["ref"]["blobs"]
                     self.records[cid] = {**rec, "ref": ref, "bytes": group["bytes"]}
                     self._touch(cid)
                     self.inline.pop(cid, None)
@@ -194,9 +196,10 @@ class Manifest:
                 self.tombstones.pop(key, None)
 
     def referenced_keys(self) -> dict[str, int]:
-        """Payload objects the records need: key -> size (snapshots, their shared pages, segments).
+        """Payload objects the records need: key -> size (snapshots, their shared pages, segments, and
+        the archive-wide blobs they reference).
 
-        Page refs carry no size: they count 0 here (gc reports their real size).
+        Page and blob refs carry no size: they count 0 here (gc reports their real size).
         """
         out: dict[str, int] = {}
         for rec in self.records.values():
@@ -403,11 +406,14 @@ def appended(docs: list[dict[str, Any]], thread_id: str, seq: int, head: str) ->
 
 
 def ref_keys(rec: Record) -> dict[str, int]:
-    """The objects one record needs: key -> size (0 where the ref records none)."""
+    """The objects one record needs: key -> size (0 where the ref records none): its snapshot and
+    pages or segment, and the archive-wide blobs its stored object references (``ref.blobs``)."""
     ref = rec["ref"]
+    sealed = "enc" in rec
+    out = {layout.blob_key(name, sealed=sealed): 0 for name in ref.get("blobs", ())}
     if ref["type"] not in ("snapshot", "segment"):
-        return {}
-    out = {page["key"]: 0 for page in ref.get("pages", ())}
+        return out
+    out.update((page["key"], 0) for page in ref.get("pages", ()))
     out[ref["key"]] = int(ref.get("size", 0))
     return out
 

@@ -59,6 +59,9 @@ def _ref(ref: Any, thread_id: str) -> None:
             group = ref.get("row_group")
             if not (_int(group) and group >= 0):
                 raise _Bad("ref row_group")
+    names = ref.get("blobs", [])  # archive-wide blobs its stored object references (format.blobs)
+    if not (isinstance(names, list) and all(isinstance(n, str) and layout.is_blob_name(n) for n in names)):
+        raise _Bad("ref blobs")
     pages = ref.get("pages", [])
     if not isinstance(pages, list):
         raise _Bad("ref pages")
@@ -164,11 +167,15 @@ def _strs(value: Any) -> bool:
 
 
 def _tombstoned(key: Any, entry: Any, thread_id: str) -> None:
-    """What a tombstone may name: a payload object of its own thread, or an id entry in the form the
-    archive writes it (gc checks that the entry is this thread's before deleting it). Never the log,
+    """What a tombstone may name: a payload object of its own thread, an id entry in the form the
+    archive writes it (gc checks that the entry is this thread's before deleting it), or a blob
+    (which gc never deletes for one thread: only when no thread references it). Never the log,
     the parts, the hint or another thread's objects: gc deletes what a tombstone names."""
     if isinstance(key, str) and key.startswith(layout.IDS + "/"):
         _need(layout.is_id_key(key), f"tombstone names {key!r}, which is no id entry")
+    elif isinstance(key, str) and key.startswith(layout.BLOBS + "/"):
+        # the time the thread stopped referencing it: gc keeps the blob for the grace after (ops.gc)
+        _need(layout.blob_of(key) is not None, f"tombstone names {key!r}, which is no blob")
     else:
         folder = key.removeprefix(layout.thread_dir(thread_id) + "/").partition("/")[0] if isinstance(key, str) else ""
         _need(folder in layout.PAYLOAD_FOLDERS, f"tombstone names {key!r}, which is no payload object of the thread")

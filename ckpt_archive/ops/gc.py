@@ -18,7 +18,10 @@
   is reported;
 * temporary files of interrupted local writes in the archive's own folders,
   ``_ids/`` entries of checkpoints no manifest has, and S3 multipart uploads of
-  the archive's keys started before the grace period.
+  the archive's keys started before the grace period;
+* blobs (``_blobs/``, large values shared archive-wide) no record of any thread
+  lists and no thread dropped within the grace period, once older than it, and
+  only when every thread was read (``_collect_blobs``).
 
 Anything gc cannot account for (an unreadable manifest, an unknown file) is
 left alone and reported; gc never deletes a file outside the archive's layout.
@@ -86,9 +89,14 @@ async def _thread_gc(
     protected_ids: set[str],
     live_ids: set[str],
     forget: set[str],
+    live_blobs: set[str],
+    protected_blobs: set[str],
 ) -> list[str]:
     """Collect one thread; returns the keys to delete (and updates the report). ``objects``: everything
-    listed; ``mine``: those under the thread's folder."""
+    listed; ``mine``: those under the thread's folder. Blobs are never deleted here: the thread adds
+    those it references to ``live_blobs`` and those it stopped referencing less than the grace ago to
+    ``protected_blobs``."""
+    blob_prefix = layout.BLOBS + "/"
     # afresh, after the listing (see the module doc); the hint read first is never newer than the
     # manifest, so the folds it keeps (``keep_from`` below) are never fewer than the manifest needs
     hint = await engine.log.read_hint(thread_id)
@@ -97,9 +105,17 @@ async def _thread_gc(
     live_ids.update(layout.id_key(cid) for cid in m.records)
     doomed: list[str] = []
     due_ids: list[str] = []
-    for key, tomb in m.tombstones.items():  # each names a payload of this thread or an id entry (schema)
+    live_blobs.update(k for k in refs if k.startswith(blob_prefix))
+    for key, tomb in m.tombstones.items():  # each names a payload of this thread, an id entry or a blob (schema)
         at = datetime.fromisoformat(tomb["at"])
         mtime = objects.get(key, {}).get("mtime")
+        if key.startswith(blob_prefix):  # archive-wide: deleted only by the blob rule (``_collect_blobs``)
+            if key in refs or at <= cutoff:
+                forget.add(key)
+            else:
+                report.pending += 1
+                protected_blobs.add(key)  # the thread dropped it less than the grace ago
+            continue
         if key in refs or (mtime is not None and mtime > at):
             # needed again, or rewritten since (a shared page with the same content): not a tombstone
             # any more; if nothing references it, the orphan rule collects it after the grace period
@@ -129,7 +145,7 @@ async def _thread_gc(
     keep_from = min(
         [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
     )
-    lost = await engine.log.lost_commits(thread_id, logs)
+    lost = await engine.log.lost_commits(thread_id, logs, m.records)
     for exc in lost:  # the only copy of a save no reader sees: kept, and reported
         report.errors.append(f"thread {thread_id!r}: kept {exc.key!r}: {exc}")
     kept_lost = {exc.key for exc in lost}
@@ -176,6 +192,43 @@ async def _thread_gc(
         doomed.append(key)
         report.bytes_freed += info["size"]
     return doomed
+
+
+async def _collect_blobs(
+    engine: Engine,
+    objects: dict[str, dict[str, Any]],
+    cutoff: datetime,
+    kept: set[str],
+    every_thread_read: bool,
+    report: GcReport,
+) -> None:
+    """Delete the blobs (``_blobs/``) no record of any thread lists (``kept``: those some record lists,
+    and those a thread stopped referencing less than the grace ago: a copy or fork may have committed
+    a reference to one since, without writing it), older than the cutoff. Only when every thread's
+    manifest was read: a blob an unreadable thread references is not known.
+
+    The blob folder is listed again just before deleting and a blob written since the first listing is
+    kept: a save that introduces a value writes its blob even when it exists (the same bytes under the
+    same key), so its new modification time protects it unless the write lands between that second
+    listing and the delete (spec.md section 10, rule 5, says what this leaves open)."""
+    candidates = [
+        key
+        for key, info in objects.items()
+        if layout.blob_of(key) is not None and key not in kept and _old(info, cutoff)
+    ]
+    if not candidates:
+        return
+    if not every_thread_read:
+        report.errors.append(
+            f"kept {len(candidates)} unreferenced blob(s): not every thread could be read (see the errors above)"
+        )
+        return
+    again = await engine.store.find(layout.BLOBS)
+    doomed = [key for key in candidates if key in again and _old(again[key], cutoff)]
+    await engine.store.delete(doomed)
+    report.blobs += len(doomed)
+    report.bytes_freed += sum(objects[key]["size"] for key in doomed)
+    report.deleted += doomed
 
 
 async def _own_id_entries(engine: Engine, thread_id: str, keys: list[str]) -> list[str]:
@@ -234,6 +287,8 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
     unknown_dirs = {k.split("/", 1)[0] for k in objects if k.startswith(layout.THREAD_PREFIX)} - dirs
     protected_ids: set[str] = set()
     live_ids: set[str] = set()
+    live_blobs: set[str] = set()
+    kept_blobs: set[str] = set()
     ids_safe = not unknown_dirs
     by_dir: dict[str, dict[str, dict[str, Any]]] = {}  # once: filtering the listing per thread was quadratic
     for key, info in objects.items():
@@ -244,7 +299,8 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
         try:
             forget: set[str] = set()
             mine = by_dir.get(layout.thread_dir(thread_id), {})
-            doomed = await _thread_gc(engine, thread_id, objects, mine, cutoff, report, protected_ids, live_ids, forget)
+            sets = protected_ids, live_ids, forget, live_blobs, kept_blobs
+            doomed = await _thread_gc(engine, thread_id, objects, mine, cutoff, report, *sets)
         except CheckpointError as exc:
             report.errors.append(f"thread {thread_id!r} skipped: {exc}")
             ids_safe = False
@@ -273,6 +329,7 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
         report.bytes_freed += info["size"]
     await engine.store.delete(loose)
     report.deleted += loose
+    await _collect_blobs(engine, objects, cutoff, live_blobs | kept_blobs, ids_safe, report)
     if unknown_dirs:
         report.errors.append(f"left alone (no readable thread id): {sorted(unknown_dirs)}")
     with contextlib.suppress(NotImplementedError):

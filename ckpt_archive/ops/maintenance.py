@@ -48,6 +48,9 @@ class Rebase:
             if rec["ref"]["type"] == "snapshot"
             for p in rec["ref"].get("pages", ())
         }
+        # blobs the thread references: a new snapshot of a content it holds needs none written (the
+        # records that list them are in the manifest this commit is put against: spec.md section 5)
+        self.known_blobs = {key for key in m.referenced_keys() if key.startswith(layout.BLOBS + "/")}
         self.writes: list[tuple[str, bytes]] = []
 
     async def prefetch(self, checkpoint_ids: Iterable[str]) -> None:
@@ -65,8 +68,11 @@ class Rebase:
         """
         thread_id = self.m.thread_id
         key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"])
-        ref, objects, size = self.engine.contents.snapshot(thread_id, rec["id"], key, content, self.known)
+        ref, objects, size = self.engine.contents.snapshot(
+            thread_id, rec["id"], key, content, self.known, self.known_blobs
+        )
         self.known.update((p["digest"], p) for p in ref.get("pages", ()))
+        self.known_blobs.update(k for k, _ in objects if k.startswith(layout.BLOBS + "/"))
         self.writes.extend(objects)
         digest = self.engine.contents.digests(content, thread_id)
         # an update merges into the record: a plain digest of the old content must not survive its encryption

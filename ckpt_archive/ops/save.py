@@ -31,7 +31,7 @@ from ..engine import ONCE, SAVE, Engine, Fold, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
 from ..format import crypto, layout
 from ..format.content import Content, state_key
-from ..format.manifest import Manifest, Record
+from ..format.manifest import Manifest, Record, ref_keys
 from ..format.objects import encode_segment
 from ..model import Checkpoint, is_resave
 
@@ -175,9 +175,13 @@ async def prepare(
     # MAX_INLINE_DELTAS of them, of at most INLINE_OPS_BYTES each and INLINE_TOTAL_BYTES together
     # (limits), or it is a snapshot
     full = base is None or snapshot_due(ckpt.step, depth, engine.root.full_snapshot_interval)
+    known_blobs = parent_blobs(m, base)
+    names: list[str] = []
+    blob_objects: list[tuple[str, bytes]] = []
     if not full and len(m.inline) < limits.MAX_INLINE_DELTAS:
         assert base is not None
         ops = diff_checkpoint(*await engine.contents.content_of(m, base), state, messages)
+        ops, names, blob_objects = engine.contents.stored_ops(ops, known_blobs)
         if enc is not None:
             ops = crypto.seal_ops(enc, engine.root.archive_id, m.thread_id, ckpt.checkpoint_id, ops)
         stored_ops = len(codec.dumps(ops))
@@ -186,7 +190,7 @@ async def prepare(
     if ops is None:
         key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
         known = parent_pages(m, base)
-        ref, written, size = engine.contents.snapshot(m.thread_id, ckpt.checkpoint_id, key, content, known)
+        ref, written, size = engine.contents.snapshot(m.thread_id, ckpt.checkpoint_id, key, content, known, known_blobs)
         objects.extend(written)
         record.update(kind="full", depth=0, ref=ref, bytes=size)
         compact = compact_action(m)
@@ -199,8 +203,9 @@ async def prepare(
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
         if ops:
-            record.update(ref={"type": "inline"}, bytes=stored_ops)
+            record.update(ref={"type": "inline", **({"blobs": names} if names else {})}, bytes=stored_ops)
             actions.append({"action": "add", "record": record, "ops": ops})
+            objects.extend(blob_objects)
         else:
             record.update(ref={"type": "empty"}, bytes=0)
             actions.append({"action": "add", "record": record})
@@ -218,6 +223,15 @@ def parent_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]
         return {}
     base = m.chain(parent_id)[0]["ref"]
     return {p["digest"]: p for p in base.get("pages", [])}
+
+
+def parent_blobs(m: Manifest, parent_id: str | None) -> set[str]:
+    """Keys of the blobs the parent's content may reference: those its chain's records list. Not
+    written again: while the new record is committed against this manifest, those records are in
+    the thread, and gc keeps every blob a record of a thread it read lists (spec.md section 5)."""
+    if parent_id is None:
+        return set()
+    return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if key.startswith(layout.BLOBS + "/")}
 
 
 def compact_action(m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:

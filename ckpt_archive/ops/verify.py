@@ -145,7 +145,8 @@ async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -
     found = await engine.store.find(tdir)
     m = await _fold_log(engine, thread_id, found, report)
     log_dir = f"{tdir}/_log/"
-    lost = await engine.log.lost_commits(thread_id, {k: v for k, v in found.items() if k.startswith(log_dir)})
+    log = {k: v for k, v in found.items() if k.startswith(log_dir)}
+    lost = await engine.log.lost_commits(thread_id, log, () if m is None else m.records)
     report.problems += [Problem.of(exc, thread_id) for exc in lost]
     if m is None:
         return
