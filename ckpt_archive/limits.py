@@ -84,6 +84,7 @@ LIMITS: dict[str, int] = {
     "id entry": SMALL_BYTES,
     "commit entry": DOCUMENT_BYTES,
     "head hint": DOCUMENT_BYTES,
+    "langgraph writes": DOCUMENT_BYTES,  # one put_writes call of the LangGraph saver
     "folded manifest": DOCUMENT_BYTES,
     "manifest part": DOCUMENT_BYTES,
     # the state and messages once, plus page tables (at most ~1.05x the lists they stand for) and ids
