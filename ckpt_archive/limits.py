@@ -117,6 +117,7 @@ LIMITS: dict[str, int] = {
     "id entry": SMALL_BYTES,
     "commit entry": DOCUMENT_BYTES,
     "head hint": HINT_BYTES,
+    "langgraph writes": DOCUMENT_BYTES,  # one put_writes call of the LangGraph saver
     "folded manifest": DOCUMENT_BYTES,
     "manifest part": DOCUMENT_BYTES,
     # the state and messages once, plus page tables (at most ~1.05x the lists they stand for) and ids
@@ -150,6 +151,7 @@ VALUES: dict[str, int] = {
     # deltas, at most INLINE_TOTAL_BYTES, and a count is a byte of that text (so a writer never exceeds it)
     "row group": INLINE_TOTAL_BYTES,
 }
+VALUES["langgraph writes"] = VALUES["commit entry"]  # serde blobs as base64 strings: few values
 VALUES["blob"] = LIMITS["blob"]  # a string, never parsed: no count can exceed its bytes, so none is made
 VALUES["object"] = max(VALUES.values())
 

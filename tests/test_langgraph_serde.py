@@ -38,6 +38,7 @@ from langgraph.types import Command, Send, interrupt
 from pydantic import BaseModel
 
 import ckpt_archive as ca
+from ckpt_archive.codec import compress
 from ckpt_archive.format.manifest import seal, unseal
 from ckpt_archive.integrations.langgraph import (
     ArchiveSaver,
@@ -152,9 +153,9 @@ def _edit_writes(url: str, stored: list[str]) -> None:
     """Rewrite the pending-writes object's bytes (sealing is a checksum, not a signature)."""
     saver = ArchiveSaver.from_url(url)
     (key,) = asyncio.run(saver.store.find("_langgraph"))
-    doc = unseal(asyncio.run(saver.store.get(key)), "writes")
+    doc = unseal(asyncio.run(saver.store.get(key)), "writes", kind="langgraph writes")
     doc["writes"][0][2] = stored
-    asyncio.run(saver.store.put(key, seal(doc)))
+    asyncio.run(saver.store.put(key, compress(seal(doc))))
 
 
 def _via_stored_bytes(url: str, blob: tuple[str, bytes]) -> None:

@@ -49,6 +49,8 @@ SESSION_PREFIX = "session_id="
 LANGGRAPH = "_langgraph"
 """The LangGraph saver's pending writes (spec.md section 11): the archive's own, written before the first
 commit of a run may create the marker."""
+LANGGRAPH_WRITES = f"{LANGGRAPH}/writes"
+"""One zstd-sealed object per ``put_writes`` call: ``<enc thread>/<enc checkpoint>/<uuid7>.json.zst``."""
 THREAD_FOLDERS = frozenset({"_log", "_parts", "snapshots", "deltas", "pages"})
 """The folders inside a thread's folder; nothing else in it is the archive's."""
 PAYLOAD_FOLDERS = ("snapshots", "deltas", "pages")
@@ -234,7 +236,9 @@ def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
     return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
 
 
-ZSTD_KINDS = frozenset({"commit entry", "head hint", "folded manifest", "manifest part", "snapshot", "page", "blob"})
+ZSTD_KINDS = frozenset(
+    {"commit entry", "head hint", "folded manifest", "manifest part", "snapshot", "page", "blob", "langgraph writes"}
+)
 """The kinds of object stored as one zstd frame (the others are plain JSON, or Parquet): a reader
 knows from the kind which bytes to expect, and never guesses from the bytes."""
 
@@ -243,13 +247,15 @@ _FOLDERS = {"snapshots": "snapshot", "pages": "page", "deltas": "delta segment",
 
 def kind_of(key: str) -> str | None:
     """The kind of archive object ``key`` names (its bound in ``limits.LIMITS``); None for a key
-    outside the layout above (LangGraph writes, session logs, foreign files)."""
+    outside the layout above (session logs, foreign files)."""
     if key == ARCHIVE_MARKER:
         return "archive marker"
     if key.startswith("_ids/"):
         return "id entry"
     if key.startswith(BLOBS + "/"):
         return "blob"
+    if key.startswith(LANGGRAPH_WRITES + "/"):
+        return "langgraph writes" if key.count("/") == 4 and key.endswith(".json.zst") else None
     if not key.startswith(THREAD_PREFIX):
         return None
     parts = key.split("/")

@@ -9,14 +9,13 @@ way, so pruning never silently empties a ``DeltaChannel``.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...model import CheckpointInfo
 from ...ops.reads import Manifest
 from . import writes as W
-from .reading import SaverReads, lg_ids
+from .reading import Reads, SaverReads, lg_ids
 
 
 @dataclass
@@ -91,9 +90,18 @@ async def collect_history(
     target: str | None,
     channels: list[str],
     m: Manifest | None = None,
+    reads: Reads | None = None,
 ) -> dict[str, History]:
     """``m``: the manifest ``index`` was listed from, so that the walk's batches read no other (without
-    it each batch reads the thread's manifest again, as a walk over a thread being rewritten must)."""
+    it each batch reads the thread's manifest again, as a walk over a thread being rewritten must).
+    ``reads``: what the call has read (its ``infos[at]``: the whole listing, so that a fork's children
+    count as carriers of their parent's writes); by default the records of ``index``.
+
+    An ancestor's pending writes are carried by its children's states (the walk's previous checkpoint
+    among them), built in the same walk as the batch; only objects no state carries are read apart,
+    found by one recursive LIST of the thread for the whole walk."""
+    if reads is None:
+        reads = Reads(infos={at: list(index.values())})
     result = {ch: History() for ch in channels}
     remaining = set(channels)
     newest_first: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
@@ -110,14 +118,12 @@ async def collect_history(
         if not remaining:
             break
         batch = ancestors[start : start + BATCH]  # fetched concurrently, scanned newest first
-        states, entries = await asyncio.gather(
-            saver.states(at, [a.checkpoint_id for a in batch], m),
-            W.read_many(saver.store, at, [lg_ids(a)[0] for a in batch]),
-        )
+        states, objects = await saver.pending(at, batch, reads, m)
         for a in batch:
             if not remaining:
                 break
-            _step(states.get(a.checkpoint_id) or {}, entries[lg_ids(a)[0]], remaining, result, newest_first)
+            entries = W.merge(objects[lg_ids(a)[0]])
+            _step(states.get(a.checkpoint_id) or {}, entries, remaining, result, newest_first)
     for ch, collected in newest_first.items():
         if collected:  # channels folded at the target itself collected nothing here
             result[ch].writes = list(reversed(collected))

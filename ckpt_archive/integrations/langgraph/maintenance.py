@@ -11,14 +11,16 @@ archive's server-side ``acopy_thread`` (records keep their LangGraph ids), plus 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ...errors import CheckpointError
 from ...model import Checkpoint, CheckpointInfo, uuid7
+from ...ops.gc import check_grace
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, split_thread
 from .history import _has_value, collect_history
-from .reading import SaverReads, by_lg_id, lg_ids
+from .reading import Reads, SaverReads, by_lg_id, lg_ids
 
 STRATEGIES = ("keep_latest", "delete")
 
@@ -62,10 +64,25 @@ class Maintenance:
             lg_id, parent = lg_ids(info)
             if parent is not None and parent in removed_lg:
                 folds[info.checkpoint_id] = await self._fold(at, index, lg_id)
+        # a kept checkpoint whose children go takes the writes they carried for it into its own state
+        reads = Reads(infos={at: infos})
+        kids = reads.children(at)
+        own: dict[str, W.Objects] = {}
+        for info in keep:
+            lg_id = lg_ids(info)[0]
+            if any(k.checkpoint_id in gone for k in kids.get(lg_id, [])):
+                objects = (await self.saver.pending(at, [info], reads))[1][lg_id]
+                if objects:
+                    own[info.checkpoint_id] = objects
         archive = self.saver.archive
         for info in keep:  # folds first: if the removal never happens, nothing was lost
-            if info.checkpoint_id in folds:
-                state = {**(await self.saver.state(info.checkpoint_id, at) or {}), "folded": folds[info.checkpoint_id]}
+            if info.checkpoint_id in folds or info.checkpoint_id in own:
+                state = dict(await self.saver.state(info.checkpoint_id, at) or {})
+                if info.checkpoint_id in folds:
+                    state["folded"] = folds[info.checkpoint_id]
+                if info.checkpoint_id in own:
+                    held = {k: v for k, v in (state.get("writes") or {}).items() if k not in removed_lg}
+                    state["writes"] = {**held, lg_ids(info)[0]: own[info.checkpoint_id]}
                 await archive.aupdate_state(info.checkpoint_id, state, info.version)
                 self.saver.remember(info.checkpoint_id, state)
         await archive.aremove(at, [i.checkpoint_id for i in removed])
@@ -97,6 +114,31 @@ class Maintenance:
                     continue
                 latest = index[max(index)]
                 await self._remove(at, infos, [i for i in infos if i.checkpoint_id != latest.checkpoint_id])
+
+    async def collect_writes(self, grace: timedelta | None = None, *, unsafe_no_writers: bool = False) -> int:
+        """Delete the write objects a committed checkpoint's state carries (``writes.py``) once that
+        checkpoint is older than the grace (the archive's ``gc_grace`` by default, as ``gc``): a reader
+        that listed its thread before the carrying commit may still read the object until then. Objects
+        nothing carries are never deleted here. How many were deleted."""
+        grace = check_grace(self.saver.archive.engine, grace, unsafe_no_writers)
+        cutoff = datetime.now(UTC) - grace
+        deleted = 0
+        for at in await self.saver.thread_ids():
+            infos = await self.saver.archive.alist(at)
+            old = [i for i in infos if i.created_at < cutoff]
+            index = await W.index_thread(self.saver.store, at)
+            if not old or not index:
+                continue
+            states = await self.saver.states(at, [i.checkpoint_id for i in old])
+            keys: set[str] = set()
+            for info in old:
+                for lg_id in (states.get(info.checkpoint_id) or {}).get("writes") or {}:
+                    carried = W.carried(states[info.checkpoint_id], lg_id, f"checkpoint {info.checkpoint_id!r}")
+                    folder = W.checkpoint_prefix(at, lg_id)
+                    keys.update(f"{folder}/{n}" for n in carried if n in index.get(folder, ()))
+            await self.saver.store.delete(sorted(keys))
+            deleted += len(keys)
+        return deleted
 
     async def copy_thread(self, source: str, target: str) -> None:
         for at in await self.saver.thread_ids(source):

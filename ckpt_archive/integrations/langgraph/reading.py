@@ -1,9 +1,11 @@
 """The read side of ``ArchiveSaver``: states, listings and tuples, read with as few round trips as it can.
 
 A ``get_tuple`` or ``list`` call carries a ``Reads``: each archive thread's manifest is read once, the
-states of the checkpoints it returns are built in one walk (``ops.reads.contents``), and their pending
-writes come from one recursive LIST per thread (or, for a single checkpoint, are read while the
-manifest is). States are immutable per archive checkpoint id, so caching them is always safe.
+states of the checkpoints it returns (and of their children, which carry their pending writes:
+``writes.py``) are built in one walk (``ops.reads.contents``), and only the write objects no state
+carries are read: found by one recursive LIST per thread (or, for a single checkpoint, one LIST of its
+folder while the manifest is read). States are immutable per archive checkpoint id, so caching them is
+always safe.
 """
 
 from __future__ import annotations
@@ -35,14 +37,30 @@ class Reads:
     thread's manifest, and (``INDEX_FROM`` checkpoints of a thread on) the index of its writes."""
 
     manifests: dict[str, Manifest] = field(default_factory=dict)
+    infos: dict[str, list[CheckpointInfo]] = field(default_factory=dict)
+    """Each archive thread's listing (its children show which states carry a checkpoint's writes)."""
     writes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-    early: dict[tuple[str, str], asyncio.Task[list[W.Entry]]] = field(default_factory=dict)
+    """Each archive thread's write objects by folder (``W.index_thread``), listed once per call."""
+    early: dict[tuple[str, str], asyncio.Task[W.Objects]] = field(default_factory=dict)
+    """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
     raw: dict[str, bytes] = field(default_factory=dict)
     """Decoded base64 of the values seen so far (``SerdeCodec.raw``)."""
-    """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
 
     def start_writes(self, store: ObjectStore, at: str, lg_id: str) -> None:
-        self.early[(at, lg_id)] = asyncio.ensure_future(W.read_entries(store, at, lg_id))
+        self.early[(at, lg_id)] = asyncio.ensure_future(W.read_folder(store, at, lg_id))
+
+    kids: dict[str, dict[str, list[CheckpointInfo]]] = field(default_factory=dict)
+
+    def children(self, at: str) -> dict[str, list[CheckpointInfo]]:
+        """LangGraph id -> the records whose LangGraph parent it is (every record, replaced ones too)."""
+        if at not in self.kids:
+            out: dict[str, list[CheckpointInfo]] = {}
+            for info in self.infos.get(at, []):
+                parent = lg_ids(info)[1]
+                if parent is not None:
+                    out.setdefault(parent, []).append(info)
+            self.kids[at] = out
+        return self.kids[at]
 
     def cancel(self) -> None:
         """Drop the early reads nobody used (a wrong guess); their errors were about nothing asked for."""
@@ -80,6 +98,8 @@ _WINDOWS = (8, 64)
 INDEX_FROM = 3
 """From this many checkpoints of one archive thread in a call, its write objects are found with one
 recursive LIST for the whole call instead of one LIST per checkpoint."""
+WRITES_KEPT = 64
+"""Checkpoints whose write objects a saver keeps for the put of their child to carry."""
 
 
 def windows(selected: list[Selected]) -> Iterator[list[Selected]]:
@@ -98,6 +118,7 @@ class SaverReads:
     _states: OrderedDict[str, dict[str, Any]]
     _state_cache: int
     _known: dict[str, dict[str, tuple[str, int]]]
+    _writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]]
 
     @property
     def codec(self) -> SerdeCodec:
@@ -110,9 +131,43 @@ class SaverReads:
         while len(self._states) > self._state_cache:
             self._states.popitem(last=False)
 
+    def known_writes(self, at: str, lg_id: str, parent: str | None, objects: W.Objects) -> None:
+        """Write objects of a checkpoint that landed and no commit carries yet (put or read by this
+        saver): the next put of its child or grandchild carries them (``carry``)."""
+        key = (at, lg_id)
+        old_parent, held = self._writes.pop(key, (parent, {}))
+        self._writes[key] = (parent if parent is not None else old_parent, {**held, **objects})
+        while len(self._writes) > WRITES_KEPT:
+            self._writes.popitem(last=False)
+
+    def carry(self, at: str, lg_parent: str | None) -> dict[str, W.Objects]:
+        """What a put of a child of ``lg_parent`` carries: the uncarried objects of its parent and
+        grandparent (LangGraph puts a step's writes concurrently with its next checkpoint, so a
+        parent's may land only during the put of its child; the grandchild carries those), within
+        ``W.CARRY_BYTES``."""
+        out: dict[str, W.Objects] = {}
+        size = 0
+        cursor, depth = lg_parent, 0
+        while cursor is not None and depth < 2:
+            parent, held = self._writes.get((at, cursor), (None, {}))
+            size += W.carry_size(held)
+            if held and size <= W.CARRY_BYTES:
+                out[cursor] = dict(held)
+            cursor, depth = parent, depth + 1
+        return out
+
+    def carried_away(self, at: str, carried: dict[str, W.Objects]) -> None:
+        """The objects a landed commit carries: no later put carries them again."""
+        for lg_id, objects in carried.items():
+            parent, held = self._writes.get((at, lg_id), (None, {}))
+            if held:
+                self._writes[(at, lg_id)] = (parent, {n: o for n, o in held.items() if n not in objects})
+
     def forget(self, at: str, checkpoint_ids: Sequence[str]) -> None:
         """Drop what this saver remembers of an archive thread that is being rewritten or deleted."""
         self._known.pop(at, None)
+        for key in [k for k in self._writes if k[0] == at]:
+            del self._writes[key]
         for cid in checkpoint_ids:
             self._states.pop(cid, None)
 
@@ -132,7 +187,8 @@ class SaverReads:
     async def infos(self, at: str, reads: Reads) -> list[CheckpointInfo]:
         """An archive thread's listing; its manifest is kept in ``reads`` for the states read next."""
         m, infos = await listing(self.archive.engine, at)
-        reads.manifests[at] = m
+        reads.manifests[at], reads.infos[at] = m, infos
+        reads.kids.pop(at, None)
         return infos
 
     async def states(
@@ -157,36 +213,87 @@ class SaverReads:
             return names
         return [n for n in names if split_thread(n)[0] == thread_id]
 
+    async def pending(
+        self, at: str, infos: Sequence[CheckpointInfo], reads: Reads, m: Manifest | None = None
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, W.Objects]]:
+        """States of ``infos`` (one archive thread) and the write objects of their LangGraph ids.
+
+        A checkpoint's objects are those its own state and its children's carry, plus the objects
+        found under its folder that none carries (read apart: the head's, or writes that landed after
+        the child was put). The states are built in one walk while the objects are listed; the objects
+        of a checkpoint without children (nothing can carry them) are read while the states are built,
+        the others' once the states say which are carried."""
+        kids = reads.children(at)
+        lg = sorted({lg_ids(i)[0] for i in infos})
+        lg_parent = {lg_ids(i)[0]: lg_ids(i)[1] for i in infos}
+
+        def grandkids(x: str) -> list[CheckpointInfo]:
+            return [g for k in kids.get(x, []) for g in kids.get(lg_ids(k)[0], [])]
+
+        def carriers(x: str) -> list[str]:
+            return [k.checkpoint_id for k in kids.get(x, []) + grandkids(x)]
+
+        need = list(dict.fromkeys([i.checkpoint_id for i in infos] + [c for x in lg for c in carriers(x)]))
+
+        async def listed() -> dict[str, tuple[list[str], W.Objects]]:
+            early = {x: reads.early.pop((at, x)) for x in lg if (at, x) in reads.early}
+            if at not in reads.writes and len(lg) - len(early) >= INDEX_FROM:
+                reads.writes[at] = await W.index_thread(self.store, at)
+            if at in reads.writes:
+                index = reads.writes[at]
+                names = {x: index.get(W.checkpoint_prefix(at, x), []) for x in lg if x not in early}
+            else:
+                rest = [x for x in lg if x not in early]
+                names = dict(zip(rest, await asyncio.gather(*(W.names(self.store, at, x) for x in rest)), strict=True))
+            leaves = [x for x in names if not grandkids(x)]  # likely carried by no state: read now
+            got = await asyncio.gather(*(W.fetch(self.store, at, x, names[x]) for x in leaves))
+            out: dict[str, tuple[list[str], W.Objects]] = {x: (names[x], {}) for x in names}
+            out.update({x: (names[x], objs) for x, objs in zip(leaves, got, strict=True)})
+            for x, task in early.items():
+                objs = await task
+                out[x] = (list(objs), objs)
+            return out
+
+        states, found = await asyncio.gather(self.states(at, need, m), listed())
+        by_lg: dict[str, list[str]] = {}
+        for info in infos:
+            by_lg.setdefault(lg_ids(info)[0], []).append(info.checkpoint_id)
+        objects: dict[str, W.Objects] = {}
+        apart: dict[str, W.Objects] = {}  # read as objects: carried by no state
+        todo: dict[str, list[str]] = {}
+        for x in lg:
+            names, read = found[x]
+            held: W.Objects = {}
+            for cid in by_lg[x] + carriers(x):
+                held.update(W.carried(states.get(cid), x, f"checkpoint {cid!r} of thread {at!r}"))
+            apart[x] = {n: o for n, o in read.items() if n not in held}
+            objects[x] = {**read, **held}
+            if rest := [n for n in names if n not in objects[x]]:
+                todo[x] = rest
+        got = await asyncio.gather(*(W.fetch(self.store, at, x, ns) for x, ns in todo.items()))
+        for x, objs in zip(todo, got, strict=True):
+            objects[x].update(objs)
+            apart[x].update(objs)
+        for x in lg:
+            if apart[x] and not grandkids(x):  # the next put of a (grand)child of the head carries these
+                self.known_writes(at, x, lg_parent.get(x), apart[x])
+        return states, objects
+
     async def tuples(self, selected: Sequence[Selected], reads: Reads) -> list[CheckpointTuple]:
         """Tuples of listed checkpoints, in the given order: per archive thread, the states are built
-        in one walk while the pending writes are read alongside."""
+        in one walk while the pending writes no state carries are read alongside."""
         codec = SerdeCodec(self.serde, reads.raw)
         by_at: dict[str, list[CheckpointInfo]] = {}
         for at, info in selected:
             by_at.setdefault(at, []).append(info)
-
-        async def writes_of(at: str, lg: list[str]) -> dict[str, list[W.Entry]]:
-            early = reads.early.pop((at, lg[0]), None) if len(lg) == 1 else None
-            if early is not None:
-                return {lg[0]: await early}
-            if at not in reads.writes and len(lg) >= INDEX_FROM:
-                reads.writes[at] = await W.index_thread(self.store, at)
-            return await W.read_many(self.store, at, lg, reads.writes.get(at))
-
-        async def one(at: str, infos: list[CheckpointInfo]) -> tuple[dict[str, Any], dict[str, list[W.Entry]]]:
-            states, entries = await asyncio.gather(
-                self.states(at, [i.checkpoint_id for i in infos], reads.manifests.get(at)),
-                writes_of(at, sorted({lg_ids(i)[0] for i in infos})),
-            )
-            return states, entries
-
-        done = dict(zip(by_at, await asyncio.gather(*(one(at, infos) for at, infos in by_at.items())), strict=True))
+        jobs = (self.pending(at, infos, reads, reads.manifests.get(at)) for at, infos in by_at.items())
+        done = dict(zip(by_at, await asyncio.gather(*jobs), strict=True))
         out: list[CheckpointTuple] = []
         for at, info in selected:
-            states, entries = done[at]
+            states, objects = done[at]
             state = states.get(info.checkpoint_id)
             if state is not None:
-                out.append(self._tuple(at, info, state, entries[lg_ids(info)[0]], codec))
+                out.append(self._tuple(at, info, state, W.merge(objects[lg_ids(info)[0]]), codec))
         return out
 
     def _tuple(
@@ -230,15 +337,17 @@ class SaverReads:
                         self.remember(top.checkpoint_id, state)
                         if (at, lg_ids(top)[0]) not in reads.early:  # the hint trailed the log by one put
                             reads.start_writes(self.store, at, lg_ids(top)[0])
-                        entries = await reads.early.pop((at, lg_ids(top)[0]))
-                        return self._tuple(at, top, state, entries, SerdeCodec(self.serde, reads.raw))
+                        lg = lg_ids(top)[0]
+                        objects = {**await reads.early.pop((at, lg)), **W.carried(state, lg, f"thread {at!r}")}
+                        self.known_writes(at, lg, lg_ids(top)[1], objects)  # the head: its child's put carries them
+                        return self._tuple(at, top, state, W.merge(objects), SerdeCodec(self.serde, reads.raw))
             if hint is not None:
                 (m, infos), _ = await asyncio.gather(
                     listing(self.archive.engine, at, hint), warm_head(self.archive.engine, at, hint)
                 )
             else:
                 m, infos = await listing(self.archive.engine, at, hint_read=hint_read)
-            reads.manifests[at] = m
+            reads.manifests[at], reads.infos[at] = m, infos
             index = by_lg_id(infos)
             info = index.get(wanted) if wanted else (index[max(index)] if index else None)
             if info is None:

@@ -4,9 +4,10 @@ Each LangGraph checkpoint is one archive checkpoint of the archive thread of its
 ``(thread_id, checkpoint_ns)`` (mapping in ``encoding.py``); its LangGraph id and parent id live in
 the record's metadata under ``ckpt_archive.langgraph``, next to the JSON part of LangGraph's metadata,
 so listing and filtering never read a state. Archive checkpoint ids are fresh uuid7s, so the same
-LangGraph id may exist in two threads (``copy_thread``). Pending writes are small objects
-(``writes.py``); the read side (states, listings, tuples) is ``reading.py``. Every method is async at
-the core (running on fsspec's I/O loop); the sync methods are thin ``run_sync`` wrappers.
+LangGraph id may exist in two threads (``copy_thread``). Pending writes are one object per
+``put_writes`` call, carried by the next put's state (``writes.py``); the read side (states, listings,
+tuples) is ``reading.py``. Every method is async at the core (running on fsspec's I/O loop); the sync
+methods are thin ``run_sync`` wrappers.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         self._put_raw: dict[str, bytes] = {}  # base64 text -> bytes of the values last put (encode_channel)
         if keys := keys_of(allowed_types):  # the mechanism compile() uses for a graph's schema types
             self.serde = self.with_allowlist(keys).serde
+        self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
+        # (archive thread, lg id) -> (its lg parent, its write objects that landed and no commit carries yet)
         self._unsure: dict[tuple[str, str], Checkpoint] = {}  # (archive thread, lg id) -> record whose commit
         # raised CommitOutcomeUnknown: the same put again saves that record again, which the archive
         # recognises (its own commit) instead of adding a second record for one LangGraph checkpoint
@@ -146,6 +149,8 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         codec = SerdeCodec(self.serde, self._put_raw, PUT_RAW_LIMIT)
         plain, typed = split_metadata(codec, dict(get_checkpoint_metadata(config, metadata)))
         state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
+        if carried := self.carry(at, lg_parent):  # earlier steps' writes, in this commit
+            state["writes"] = carried
         lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent}
         if typed:
             lg["typed"] = True
@@ -180,6 +185,8 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             self._known.pop(at, None)  # the thread changed behind this saver's back: the retry lists it
             return await self._put(config, checkpoint, metadata, new_versions, attempt + 1)
         self.remember(record.checkpoint_id, state)
+        self.carried_away(at, record.state.get("writes") or {})
+        self.known_writes(at, checkpoint["id"], lg_parent, {})  # its lineage, for the put of its grandchild
         self._known.setdefault(at, {})[checkpoint["id"]] = (record.checkpoint_id, step)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
 
@@ -191,14 +198,10 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         if not conf.get("checkpoint_id"):
             raise InvalidIdentifier("put_writes needs config['configurable']['checkpoint_id']")
         codec = self.codec
-        regular: list[list[Any]] = []
-        special: list[list[Any]] = []
-        for idx, (channel, value) in enumerate(writes):
-            if channel in WRITES_IDX_MAP:
-                special.append([WRITES_IDX_MAP[channel], channel, codec.dumps(value)])
-            else:
-                regular.append([idx, channel, codec.dumps(value)])
-        await W.put_writes(self.store, at, str(conf["checkpoint_id"]), task_id, task_path, regular, special)
+        entries = [[WRITES_IDX_MAP.get(ch, idx), ch, codec.dumps(value)] for idx, (ch, value) in enumerate(writes)]
+        lg_id = str(conf["checkpoint_id"])
+        name, obj = await W.put(self.store, at, lg_id, task_id, task_path, entries)
+        self.known_writes(at, lg_id, None, {name: obj})  # landed: the next put of a (grand)child carries it
 
     async def _delete_thread(self, thread_id: str) -> None:
         for at in await self.thread_ids(str(thread_id)):
@@ -209,7 +212,8 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         m, infos = await listing(self.archive.engine, at)  # one manifest read for the whole walk
         index = by_lg_id(infos)
         wanted = get_checkpoint_id(config) or (max(index) if index else None)
-        history: dict[str, History] = await collect_history(self, at, index, wanted, list(channels), m)
+        reads = Reads(manifests={at: m}, infos={at: infos})
+        history: dict[str, History] = await collect_history(self, at, index, wanted, list(channels), m, reads)
         codec = self.codec.at(*target(config)[:2], wanted)
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
@@ -340,6 +344,7 @@ def _same_put(earlier: Checkpoint, record: Checkpoint) -> bool:
 
     def given(c: Checkpoint) -> tuple[Any, ...]:
         lg = {k: v for k, v in c.metadata.get(LG_KEY, {}).items() if k != "top"}
-        return c.state, c.step, {**c.metadata, LG_KEY: lg}
+        state = {k: v for k, v in c.state.items() if k != "writes"}  # more parent writes may have landed since
+        return state, c.step, {**c.metadata, LG_KEY: lg}
 
     return given(earlier) == given(record)

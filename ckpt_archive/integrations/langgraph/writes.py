@@ -1,30 +1,48 @@
-"""Pending writes of LangGraph checkpoints: small sealed objects next to the archive threads.
+"""Pending writes of LangGraph checkpoints: one sealed object per ``put_writes`` call, then carried.
 
-Layout (under the archive root)::
+Layout (under the archive root, spec.md section 11)::
 
-    _langgraph/writes/<enc archive thread>/<enc langgraph checkpoint id>/<enc task_id>.json
-    _langgraph/writes/<enc archive thread>/<enc langgraph checkpoint id>/<enc task_id>.special<-i>.json
+    _langgraph/writes/<enc archive thread>/<enc langgraph checkpoint id>/<uuid7>.json.zst
 
-The first object holds a task's regular writes (``idx >= 0``); they are created put-if-absent and,
-as in LangGraph's own savers, a ``(task_id, idx)`` already stored is never overwritten. Each special
-channel write (ERROR, SCHEDULED, INTERRUPT, RESUME; ``idx < 0``) has its own object and overwrites.
-Reading a checkpoint's writes costs one LIST plus one GET per task, whatever the thread's length;
-reading those of many checkpoints of a thread (``list``) costs one recursive LIST of the thread's
-writes plus one GET per task object.
+Each ``put_writes`` call is ONE put-if-absent of a fresh name (a uuid7, so names sort in the order the
+calls were made and two calls, concurrent tasks included, never write the same key) holding all its
+writes, regular (``idx >= 0``) and special (ERROR, SCHEDULED, INTERRUPT, RESUME; ``idx < 0``) alike.
+A checkpoint's writes are its objects merged in name order (``merge``): as in LangGraph's own savers a
+``(task_id, idx)`` already stored is kept for regular writes, and a later special write replaces it.
+
+The next checkpoint the saver puts in the thread carries its parent's objects, whole and by name, in
+its own state (``state["writes"] = {<parent lg id>: {<name>: object}}``), compressed with its commit;
+a reader that builds a checkpoint's state and its children's (``list``, history walks) thus has their
+writes without a GET, and reads apart only the objects no state carries (the head's, writes that landed
+after the child was put). Carried objects are collected by ``Maintenance.collect_writes`` once the
+carrying commit is older than the archive's grace; until then, and forever if nothing carries them,
+they are read as objects, so a process killed between ``put_writes`` and the next ``put`` loses nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ... import codec as C
+from ... import limits
+from ...errors import CheckpointError
 from ...format import layout
 from ...format.manifest import seal, unseal
+from ...model import uuid7
 from ...storage import ObjectStore
-from .encoding import SerdeCodec
 
-WRITES_ROOT = f"{layout.LANGGRAPH}/writes"
+WRITES_ROOT = layout.LANGGRAPH_WRITES
+KIND = "langgraph writes"
+SUFFIX = ".json.zst"
+CARRY_BYTES = 1024 * 1024
+"""The most base64 text of its parent's writes a put carries in its state; a parent with more keeps them
+as objects only (read apart, never collected)."""
+
 Entry = tuple[str, int, str, Any, str]  # task_id, idx, channel, blob, task_path
+Obj = list[Any]  # [task_id, task_path, [[idx, channel, [type, b64]], ...]]: one put_writes call
+Objects = dict[str, Obj]  # object name -> its writes
 
 
 def thread_prefix(archive_thread_id: str) -> str:
@@ -35,127 +53,137 @@ def checkpoint_prefix(archive_thread_id: str, checkpoint_id: str) -> str:
     return f"{thread_prefix(archive_thread_id)}/{layout.encode_id(checkpoint_id, 'checkpoint_id')}"
 
 
-def _doc(archive_thread_id: str, checkpoint_id: str, task_id: str, task_path: str, entries: list[list[Any]]) -> bytes:
-    return seal(
+def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj) -> bytes:
+    raw = seal(
         {
             "type": "langgraph_writes",
             "thread": archive_thread_id,
             "checkpoint_id": checkpoint_id,
-            "task_id": task_id,
-            "task_path": task_path,
-            "writes": entries,  # [idx, channel, [type, b64]]
+            "task_id": obj[0],
+            "task_path": obj[1],
+            "writes": obj[2],  # [idx, channel, [type, b64]]
         }
     )
+    # readers refuse a writes object over its kind's bounds: never write one
+    limits.check_written(
+        KIND, raw, f"pending writes of task {obj[0]!r}", "keep large values (files, blobs) out of channel writes"
+    )
+    return C.compress(raw)
 
 
-async def put_writes(
-    store: ObjectStore,
-    archive_thread_id: str,
-    checkpoint_id: str,
-    task_id: str,
-    task_path: str,
-    regular: list[list[Any]],
-    special: list[list[Any]],
-) -> None:
+def _checked(obj: Any, where: str) -> Obj:
+    """An object's writes as stored (in its own object or carried by a state), checked for shape: whoever
+    wrote the archive chose them, and a malformed one is a typed error naming where it was."""
+    ok = type(obj) is list and len(obj) == 3 and type(obj[0]) is str and type(obj[1]) is str
+    if ok and type(obj[2]) is list:
+        for e in obj[2]:
+            if not (type(e) is list and len(e) == 3 and type(e[0]) is int and type(e[1]) is str):
+                ok = False
+                break
+    else:
+        ok = False
+    if not ok:
+        raise CheckpointError(f"pending writes {where} are malformed: {str(obj)[:100]}; delete them")
+    return obj  # type: ignore[no-any-return]
+
+
+async def put(
+    store: ObjectStore, archive_thread_id: str, checkpoint_id: str, task_id: str, task_path: str, entries: list[Any]
+) -> tuple[str, Obj]:
+    """One ``put_writes`` call: one put-if-absent of a fresh name; its name and what it holds."""
     prefix = checkpoint_prefix(archive_thread_id, checkpoint_id)
-    task = layout.encode_id(task_id, "task_id")
-    jobs = [
-        store.put(
-            f"{prefix}/{task}.special{e[0]}.json",
-            _doc(archive_thread_id, checkpoint_id, task_id, task_path, [e]),
-        )
-        for e in special
-    ]
-    if regular:
-        jobs.append(
-            _put_regular(store, f"{prefix}/{task}.json", archive_thread_id, checkpoint_id, task_id, task_path, regular)
-        )
-    await asyncio.gather(*jobs)
+    obj: Obj = [task_id, task_path, entries]
+    body = _doc(archive_thread_id, checkpoint_id, obj)
+    while True:  # a uuid7 is new unless another process minted the same one in the same ms
+        name = uuid7() + SUFFIX
+        if await store.put_if_absent(f"{prefix}/{name}", body):
+            return name, obj
 
 
-async def _put_regular(
-    store: ObjectStore,
-    key: str,
-    archive_thread_id: str,
-    checkpoint_id: str,
-    task_id: str,
-    task_path: str,
-    entries: list[list[Any]],
-) -> None:
-    if await store.put_if_absent(key, _doc(archive_thread_id, checkpoint_id, task_id, task_path, entries)):
-        return
-    old = unseal(await store.get(key), f"writes {key!r}")
-    have = {e[0] for e in old["writes"]}
-    extra = [e for e in entries if e[0] not in have]
-    if extra:
-        merged = sorted(old["writes"] + extra, key=lambda e: e[0])
-        await store.put(key, _doc(archive_thread_id, checkpoint_id, task_id, old.get("task_path", task_path), merged))
+def _name_of(key: str) -> str | None:
+    name = key.rpartition("/")[2]
+    return name if name.endswith(SUFFIX) else None
 
 
-async def read_entries(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> list[Entry]:
-    """Every stored write of the checkpoint, in ``writes_sort_key`` order (task_path, task_id, idx)."""
-    prefix = checkpoint_prefix(archive_thread_id, checkpoint_id)
-    names = [n for n in await store.list_dir(prefix) if n.endswith(".json")]
-    return _entries([f"{prefix}/{n}" for n in names], await store.get_many([f"{prefix}/{n}" for n in names]))
+async def names(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> list[str]:
+    """The objects of one checkpoint (one LIST of its folder)."""
+    listed = await store.list_dir(checkpoint_prefix(archive_thread_id, checkpoint_id))
+    return [n for n in listed if n.endswith(SUFFIX)]
 
 
 async def index_thread(store: ObjectStore, archive_thread_id: str) -> dict[str, list[str]]:
-    """Keys of every write object of an archive thread, by checkpoint folder (one recursive LIST)."""
+    """Objects of every checkpoint of an archive thread, by checkpoint folder (one recursive LIST)."""
     out: dict[str, list[str]] = {}
     for key in sorted(await store.find(thread_prefix(archive_thread_id))):
         folder, _, name = key.rpartition("/")
-        if name.endswith(".json"):
-            out.setdefault(folder, []).append(key)
+        if _name_of(key) is not None:
+            out.setdefault(folder, []).append(name)
     return out
 
 
-async def read_many(
-    store: ObjectStore,
-    archive_thread_id: str,
-    checkpoint_ids: list[str],
-    index: dict[str, list[str]] | None = None,
-) -> dict[str, list[Entry]]:
-    """``read_entries`` of several checkpoints of one thread, concurrently; with ``index``
-    (``index_thread``'s answer) no LIST at all."""
-    if index is None:
-        found = await asyncio.gather(*(read_entries(store, archive_thread_id, c) for c in checkpoint_ids))
-        return dict(zip(checkpoint_ids, found, strict=True))
-    keys = {c: index.get(checkpoint_prefix(archive_thread_id, c), []) for c in checkpoint_ids}
-    flat = [k for ks in keys.values() for k in ks]
-    datas = dict(zip(flat, await store.get_many(flat), strict=True))
-    return {c: _entries(ks, [datas[k] for k in ks]) for c, ks in keys.items()}
-
-
-def _entries(keys: list[str], datas: list[bytes | None]) -> list[Entry]:
-    out: list[Entry] = []
-    for key, data in zip(keys, datas, strict=True):
-        if data is None:  # deleted between LIST and GET
+async def fetch(store: ObjectStore, archive_thread_id: str, checkpoint_id: str, wanted: Iterable[str]) -> Objects:
+    """The named objects of a checkpoint (one GET each, concurrently); one deleted since it was listed
+    (collected: a state carries it) is left out."""
+    prefix = checkpoint_prefix(archive_thread_id, checkpoint_id)
+    wanted = list(wanted)
+    out: Objects = {}
+    for name, data in zip(wanted, await store.get_many([f"{prefix}/{n}" for n in wanted]), strict=True):
+        if data is None:
             continue
-        doc = unseal(data, f"writes {key}")
-        for idx, channel, blob in doc["writes"]:
-            out.append((doc["task_id"], int(idx), channel, blob, doc.get("task_path", "")))
-    out.sort(key=lambda e: (e[4], e[0], e[1]))
+        key = f"{prefix}/{name}"
+        doc = unseal(data, f"writes {key!r}", key=key, kind=KIND)
+        if doc.get("type") != "langgraph_writes" or (doc.get("thread"), doc.get("checkpoint_id")) != (
+            archive_thread_id,
+            checkpoint_id,
+        ):
+            raise CheckpointError(f"writes {key!r} belong to another checkpoint; delete the object")
+        out[name] = _checked([doc.get("task_id"), doc.get("task_path", ""), doc.get("writes")], repr(key))
     return out
 
 
-def decode(codec: SerdeCodec, entries: list[Entry]) -> list[tuple[str, str, Any]]:
+async def read_folder(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> Objects:
+    """Every object of one checkpoint: one LIST, then one GET each."""
+    return await fetch(store, archive_thread_id, checkpoint_id, await names(store, archive_thread_id, checkpoint_id))
+
+
+def carried(state: Mapping[str, Any] | None, checkpoint_id: str, where: str) -> Objects:
+    """The objects of ``checkpoint_id`` a state carries (``state["writes"]``), checked."""
+    held = (state or {}).get("writes")
+    if held is None:
+        return {}
+    if not isinstance(held, dict) or not isinstance(held.get(checkpoint_id, {}), dict):
+        raise CheckpointError(f"pending writes carried by {where} are malformed; delete the checkpoint")
+    return {str(n): _checked(o, f"{n!r} carried by {where}") for n, o in held.get(checkpoint_id, {}).items()}
+
+
+def carry_size(objects: Objects) -> int:
+    return sum(len(blob[1]) for obj in objects.values() for _, _, blob in obj[2] if type(blob) is list)
+
+
+def merge(objects: Mapping[str, Obj]) -> list[Entry]:
+    """A checkpoint's writes from its objects, in ``(task_path, task_id, idx)`` order: objects apply in
+    name (call) order; a regular ``(task_id, idx)`` keeps its first value, a special one its last."""
+    found: dict[tuple[str, int], Entry] = {}
+    for name in sorted(objects):
+        task_id, task_path, writes = objects[name]
+        for idx, channel, blob in writes:
+            key = (task_id, idx)
+            if idx >= 0 and key in found:
+                continue
+            found[key] = (task_id, idx, channel, blob, task_path)
+    return sorted(found.values(), key=lambda e: (e[4], e[0], e[1]))
+
+
+def decode(codec: Any, entries: list[Entry]) -> list[tuple[str, str, Any]]:
     return [(task_id, channel, codec.loads(blob)) for task_id, _, channel, blob, _ in entries]
 
 
 async def copy_entries(store: ObjectStore, src_thread: str, dst_thread: str, checkpoint_id: str) -> None:
-    """Copy a checkpoint's write objects to another archive thread (rewriting their thread field)."""
-    prefix = checkpoint_prefix(src_thread, checkpoint_id)
+    """Copy a checkpoint's objects to another archive thread, under the same names (rewriting their
+    thread field), so that what the copied states carry and the copied objects stay one set."""
+    found = await read_folder(store, src_thread, checkpoint_id)
     dst = checkpoint_prefix(dst_thread, checkpoint_id)
-    names = [n for n in await store.list_dir(prefix) if n.endswith(".json")]
-    datas = await store.get_many([f"{prefix}/{n}" for n in names])
-    jobs = []
-    for name, data in zip(names, datas, strict=True):
-        if data is None:
-            continue
-        doc = unseal(data, f"writes {prefix}/{name}")
-        body = _doc(dst_thread, checkpoint_id, doc["task_id"], doc.get("task_path", ""), doc["writes"])
-        jobs.append(store.put(f"{dst}/{name}", body))
-    await asyncio.gather(*jobs)
+    await asyncio.gather(*(store.put(f"{dst}/{n}", _doc(dst_thread, checkpoint_id, o)) for n, o in found.items()))
 
 
 async def delete_checkpoint(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> None:
