@@ -38,8 +38,8 @@ id lists of a maintenance commit), a head hint and a folded manifest (at most
 sealed manifest part (its records, without ops)."""
 
 SMALL_BYTES = 1 * MiB
-"""Archive marker and ``_ids/`` entries: two ids of at most 64 KiB of UTF-8 each (up to six bytes
-of JSON per byte) and a few fixed fields."""
+"""The archive marker: a few fixed fields (the bound of a document holding two ids of at most 64 KiB of
+UTF-8 each, up to six bytes of JSON per byte)."""
 
 ROW_GROUP_ROWS = 1 << 21
 """Rows of one row group of a delta segment: at most 64 checkpoints of at most ``INLINE_OPS_BYTES``
@@ -81,7 +81,6 @@ def export_member_bytes(checkpoints: int) -> int:
 # and the uncompressed size of one row group its footer declares)
 LIMITS: dict[str, int] = {
     "archive marker": SMALL_BYTES,
-    "id entry": SMALL_BYTES,
     "commit entry": DOCUMENT_BYTES,
     "head hint": DOCUMENT_BYTES,
     "folded manifest": DOCUMENT_BYTES,

@@ -198,7 +198,6 @@ class GcReport:
     orphans: int = 0
     manifests: int = 0
     temp_files: int = 0
-    id_entries: int = 0
     multipart_aborted: int = 0
     pending: int = 0
     threads: int = 0

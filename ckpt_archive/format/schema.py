@@ -164,15 +164,12 @@ def _strs(value: Any) -> bool:
 
 
 def _tombstoned(key: Any, entry: Any, thread_id: str) -> None:
-    """What a tombstone may name: a payload object of its own thread, or an id entry in the form the
-    archive writes it (gc checks that the entry is this thread's before deleting it). Never the log,
-    the parts, the hint or another thread's objects: gc deletes what a tombstone names."""
-    if isinstance(key, str) and key.startswith(layout.IDS + "/"):
-        _need(layout.is_id_key(key), f"tombstone names {key!r}, which is no id entry")
-    else:
-        folder = key.removeprefix(layout.thread_dir(thread_id) + "/").partition("/")[0] if isinstance(key, str) else ""
-        _need(folder in layout.PAYLOAD_FOLDERS, f"tombstone names {key!r}, which is no payload object of the thread")
-        check_object_key(key, thread_id, folder)
+    """What a tombstone may name: a payload object of its own thread. Never the log, the parts, the
+    hint, another thread's objects or anything outside the thread's folder: gc deletes what a
+    tombstone names."""
+    folder = key.removeprefix(layout.thread_dir(thread_id) + "/").partition("/")[0] if isinstance(key, str) else ""
+    _need(folder in layout.PAYLOAD_FOLDERS, f"tombstone names {key!r}, which is no payload object of the thread")
+    check_object_key(key, thread_id, folder)
     at = entry.get("at") if isinstance(entry, dict) else None
     _need(_aware(at) and _int(entry.get("size")), "tombstone time or size")
 

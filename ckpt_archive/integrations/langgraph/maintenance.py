@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import CheckpointError
-from ...model import Checkpoint, CheckpointInfo, uuid7
+from ...model import Checkpoint, CheckpointInfo
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, split_thread
 from .history import _has_value, collect_history
@@ -117,7 +117,6 @@ class Maintenance:
                 continue
             record = Checkpoint(
                 thread_id=dst,
-                checkpoint_id=uuid7(),
                 step=step,
                 state=state,
                 metadata={**info.metadata, LG_KEY: _not_top(info.metadata.get(LG_KEY))},
