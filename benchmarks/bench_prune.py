@@ -6,8 +6,8 @@ the moto server as is. The measured phases run against S3 with a fresh instance,
 counted at the server (``S3Server``):
 
 * ``prune`` -- one manifest commit (remove + re-base + tombstones); nothing is deleted yet;
-* ``gc`` -- after the grace period (here ``grace=0``): the tombstoned objects, the superseded log
-  and the id entries are deleted in batches;
+* ``gc`` -- after the grace period (here ``grace=0``): the tombstoned objects and the superseded log
+  are deleted in batches;
 * ``load kept`` -- every kept checkpoint loaded by id from another fresh instance.
 
 Prints a markdown table and writes it to benchmarks/results/prune.md.
@@ -134,7 +134,7 @@ def main() -> None:
                 time.perf_counter() - t,
                 counts(server),
                 f"{gc.objects_deleted:,} objects / {gc.bytes_freed / 1e6:.2f} MB deleted "
-                f"({gc.tombstones_purged} payloads, {gc.id_entries:,} id entries, {gc.manifests:,} log/manifest)",
+                f"({gc.tombstones_purged} payloads, {gc.manifests:,} log/manifest)",
             )
         )
 

@@ -74,7 +74,8 @@ class GraceMismatch(CheckpointError, ValueError):
 
 
 class DuplicateCheckpointId(CheckpointError, ValueError):
-    """The checkpoint id is already committed (in this or another thread)."""
+    """The checkpoint id is already committed in this thread, or was minted for another thread (an id
+    the archive mints names its thread, ``ids.mint_checkpoint_id``, and is saved only there)."""
 
 
 class UnsupportedFormatVersion(CheckpointError):

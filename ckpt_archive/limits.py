@@ -71,8 +71,8 @@ the records, a few hundred bytes each). Hints hold a few KB in practice; a write
 over this (a reader folds the log instead)."""
 
 SMALL_BYTES = 1 * MiB
-"""Archive marker and ``_ids/`` entries: two ids of at most 64 KiB of UTF-8 each (up to six bytes
-of JSON per byte) and a few fixed fields."""
+"""The archive marker: a few fixed fields (the bound of a document holding two ids of at most 64 KiB of
+UTF-8 each, up to six bytes of JSON per byte)."""
 
 ROW_GROUP_ROWS = 1 << 21
 """Rows of one row group of a delta segment: at most 64 checkpoints of at most ``INLINE_OPS_BYTES``
@@ -114,7 +114,6 @@ def export_member_bytes(checkpoints: int) -> int:
 # and the uncompressed size of one row group its footer declares)
 LIMITS: dict[str, int] = {
     "archive marker": SMALL_BYTES,
-    "id entry": SMALL_BYTES,
     "commit entry": DOCUMENT_BYTES,
     "head hint": HINT_BYTES,
     "langgraph writes": DOCUMENT_BYTES,  # one put_writes call of the LangGraph saver
@@ -138,7 +137,6 @@ LIMITS["object"] = max(LIMITS.values())
 # (plus a few times its bytes); a kind whose bound is not below its bytes needs no count
 VALUES: dict[str, int] = {
     "archive marker": SMALL_BYTES,
-    "id entry": SMALL_BYTES,
     # ~25 per record, 1 per id of a maintenance commit; at most 96 MiB of objects
     "commit entry": 1 * MiB,
     "head hint": MiB // 2,

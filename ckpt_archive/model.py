@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
-import threading
-import time
-import uuid
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -18,12 +14,14 @@ from .codec import check_json, content_digest, json_copy_raw, sha256
 from .errors import (
     BindingMismatch,
     CheckpointError,
-    InvalidIdentifier,
     InvalidState,
     ProtectionMismatch,
     ReservedMetadataKey,
     UnprovableCheckpoint,
 )
+from .ids import check_identifier as check_identifier  # re-exported: its home is ``ids``
+from .ids import mint_checkpoint_id
+from .ids import uuid7 as uuid7
 
 JSON = Any
 """A JSON value: None, bool, int, float, str, list of JSON, dict of str to JSON."""
@@ -31,37 +29,11 @@ JSON = Any
 RESERVED_PREFIX = "ckpt_archive."
 """Metadata keys with this prefix belong to ckpt_archive (pins, versions...)."""
 
-_uuid7_lock = threading.Lock()
-_uuid7_last = 0
 
-
-def uuid7() -> str:
-    """A time-ordered UUIDv7 string, strictly increasing within this process."""
-    global _uuid7_last
-    with _uuid7_lock:
-        ms = time.time_ns() // 1_000_000
-        rand = int.from_bytes(os.urandom(10), "big")
-        # 48-bit ms | 4-bit version | 12 bits + 62 bits of randomness (monotonic within a ms)
-        rand_a, rand_b = (rand >> 62) & 0xFFF, rand & ((1 << 62) - 1)
-        value = (ms << 80) | (0x7 << 76) | rand_a << 64 | (0b10 << 62) | rand_b
-        if value <= _uuid7_last:
-            value = _uuid7_last + 1
-        _uuid7_last = value
-    return str(uuid.UUID(int=value))
-
-
-def check_identifier(value: Any, what: str) -> str:
-    if not isinstance(value, str):
-        raise InvalidIdentifier(f"{what} must be a string, got {type(value).__name__}")
-    if not value:
-        raise InvalidIdentifier(f"{what} must not be empty")
-    if len(value.encode("utf-8", "surrogatepass")) > 64 * 1024:
-        raise InvalidIdentifier(f"{what} is longer than 64 KiB")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidIdentifier(f"{what} is not valid unicode (lone surrogate)") from None
-    return value
+def _minted(data: dict[str, Any]) -> str:
+    """The default checkpoint id: minted for the thread (a thread id that failed validation raises there)."""
+    thread_id = data.get("thread_id")
+    return mint_checkpoint_id(thread_id) if isinstance(thread_id, str) else uuid7()
 
 
 def check_user_metadata(metadata: dict[str, Any]) -> None:
@@ -118,7 +90,8 @@ class Checkpoint(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     thread_id: str
-    checkpoint_id: str = Field(default_factory=uuid7)
+    checkpoint_id: str = Field(default_factory=lambda data: _minted(data))
+    """By default minted for the thread (``ids.mint_checkpoint_id``): the id says where it lives."""
     parent_id: str | None = None
     step: int = 0
     state: dict[str, JSON] = Field(default_factory=dict)

@@ -198,7 +198,6 @@ class GcReport:
     orphans: int = 0
     manifests: int = 0
     temp_files: int = 0
-    id_entries: int = 0
     blobs: int = 0
     """Archive-wide blobs deleted: referenced by no record of any thread (``_blobs/``)."""
     multipart_aborted: int = 0

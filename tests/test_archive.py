@@ -71,9 +71,9 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
 
 
 def test_s3_save_round_trips(s3_server: S3Server, s3_url: str) -> None:
-    """A warm writer's delta save is two sequential round trips, the head hint included (it is put with
-    the commit); a snapshot save three (payloads, commit and hint, then the folded manifest). The hint
-    names the commit it went out with."""
+    """A warm writer's delta save is one sequential round trip, the head hint included (it is put with
+    the commit; there is no id index to write first); a snapshot save three (payloads, commit and hint,
+    then the folded manifest). The hint names the commit it went out with."""
     opts = s3_server.storage_options()
     trips = RoundTrips(ca.open_store(s3_url, opts))
     writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=10)
@@ -87,7 +87,7 @@ def test_s3_save_round_trips(s3_server: S3Server, s3_url: str) -> None:
         grow(writer, "t", range(step, step + 1), messages)
         depths[step] = trips.depth
         hinted.append(any(p.endswith("/_head.json.zst") and k == "PUT" for k, p in s3_server.log))
-    assert all(depths[s] == 2 for s in range(11, 20)), depths
+    assert all(depths[s] == 1 for s in range(11, 20)), depths
     assert depths[20] == 3, depths  # the snapshot
     assert any(hinted[:-1]) and not all(hinted[:-1])  # every other delta save puts the hint
     hint = unseal(run_sync(writer.store.get(layout.head_key("t"))), "hint", kind="head hint")
@@ -374,7 +374,7 @@ def test_tampered_page_is_detected(tmp_path: Any) -> None:
 
 
 def test_delta_saves_write_the_hint_every_other_commit(s3_server: S3Server, s3_url: str) -> None:
-    """A plain delta save at an even seq skips the hint (2 requests, not 3); a fresh reader still loads
+    """A plain delta save at an even seq skips the hint (1 request, not 2); a fresh reader still loads
     the newest checkpoint from the hint plus the one commit it trails by, without reading the manifest."""
     opts = s3_server.storage_options()
     writer = ca.open_archive(s3_url, storage_options=opts, full_snapshot_interval=10)
@@ -386,7 +386,7 @@ def test_delta_saves_write_the_hint_every_other_commit(s3_server: S3Server, s3_u
         saved += grow(writer, "t", range(step, step + 1), messages)
         costs.append(s3_server.total())
         assert s3_server.requests["LIST"] == 0
-    assert sorted(costs) == [2] * 4 + [3] * 4, costs  # commit + id entry, and the hint every other save
+    assert sorted(costs) == [1] * 4 + [2] * 4, costs  # the commit, and the hint every other save
     hint = unseal(
         fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"), "hint", kind="head hint"
     )

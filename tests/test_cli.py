@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 import ckpt_archive as ca
 from ckpt_archive.cli import app
+from ckpt_archive.format import layout
 from ckpt_archive.testing import S3Server
 from tests import sample_archive
 
@@ -159,7 +160,7 @@ def test_verify_finds_a_damaged_object(tmp_path: Path) -> None:
     assert report["ok"] is True and report["problems"] == []
     assert (report["threads"], report["checkpoints"], report["verified"]) == (3, 55, 55)
     rec = next(i for i in archive.list("support/bob") if i.kind == "full" and i.step == 5)
-    snapshot = next((tmp_path / "a").glob(f"thread_id=support%2Fbob/snapshots/*{rec.checkpoint_id}*"))
+    snapshot = next((tmp_path / "a").glob(f"thread_id=support%2Fbob/snapshots/*{layout.encode_id(rec.checkpoint_id)}*"))
     snapshot.write_bytes(b"not zstd at all")
     result = run("verify", "--url", url, "--json", ok=False)
     assert result.exit_code == 1

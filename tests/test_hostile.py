@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from ckpt_archive.format.manifest import seal, unseal
@@ -296,7 +297,7 @@ _FIELDS = st.sampled_from(["type", "action", "op", "path", "key", "id", "kind", 
 @example(doc=[{"action": {"a": 1}}])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_forged_but_sealed_documents(archive: Any, doc: Any) -> None:
-    """Well-sealed JSON of the wrong shape in a commit entry, folded manifest, hint or id entry."""
+    """Well-sealed JSON of the wrong shape in a commit entry, folded manifest or hint."""
     cp, saved, objects = archive
     shaped = {"type": "commit", "thread_id": "t", "seq": 9, "actions": doc}
     targets = {
@@ -305,7 +306,6 @@ def test_forged_but_sealed_documents(archive: Any, doc: Any) -> None:
         layout.head_key("t"): codec.compress(
             seal({"type": "head", "thread_id": "t", "seq": 8, "manifest_seq": None, "chain": doc})
         ),
-        layout.id_key(saved[0].checkpoint_id): seal({"type": "id", "thread_id": doc, "checkpoint_id": doc}),
     }
     folded = next(k for k in objects if k.endswith(".manifest.json.zst"))
     inner = unseal(objects[folded], "folded", kind="folded manifest")
@@ -391,9 +391,11 @@ _OUT_OF_REACH = {  # what each names, and why it must stay
     "the head hint": lambda: layout.head_key("t"),
     "another thread's snapshot": lambda: next(iter(_snapshots("u"))),
     "another thread's commit 1": lambda: layout.log_key("u", 1),
-    "a file in _ids/ no id is stored as": lambda: "_ids/notes.json.bak",
+    "a foreign file at the root": lambda: "_ids/notes.json.bak",
+    "a file where an old id index kept another thread's id": lambda: _OTHER_IDS["u"],
 }
 _ROOTS: dict[str, Path] = {}
+_OTHER_IDS: dict[str, str] = {}
 
 
 def _snapshots(thread: str) -> list[str]:
@@ -403,11 +405,15 @@ def _snapshots(thread: str) -> list[str]:
 
 @pytest.mark.parametrize("what", sorted(_OUT_OF_REACH))
 def test_a_forged_tombstone_reaches_no_log_hint_or_other_thread(tmp_path: Path, what: str) -> None:
-    """A tombstone may name only payload objects of its own thread (and id entries): any other key is a
-    CorruptManifest before anything acts on it, so gc (default grace) deletes nothing of the thread."""
+    """A tombstone may name only payload objects of its own thread: any other key (there is no id index:
+    a stray ``_ids/`` folder is a foreign one) is a CorruptManifest before anything acts on it, so gc
+    (default grace) deletes nothing of the thread."""
     root = _ROOTS["root"] = tmp_path / "a"
     cp, _, other = _two_threads(root)
+    _OTHER_IDS["u"] = f"_ids/{quote(other[0].checkpoint_id, safe='-_.~')}.json"
+    (root / "_ids").mkdir()
     (root / "_ids" / "notes.json.bak").write_bytes(b"the user's")
+    (root / _OTHER_IDS["u"]).write_bytes(b"the user's too")
     target = _OUT_OF_REACH[what]()
     _forge_tombstone(cp, "t", target)
     report = ca.ArchiveCheckpointer(cp.store).gc()
@@ -435,21 +441,6 @@ def test_a_forged_fold_tombstone_reaches_no_log(tmp_path: Path) -> None:
     assert (root / layout.log_key("t", 1)).exists() and (root / layout.head_key("t")).exists()
     assert any("log kept whole" in e for e in report.errors), report.errors  # the replay needs it
     assert [c.state for c in ca.ArchiveCheckpointer(cp.store).history("t")] == [c.state for c in mine]
-
-
-def test_gc_never_deletes_another_threads_id_entry(tmp_path: Path) -> None:
-    """An id entry is named in the form the archive writes it, so a forged tombstone can name any
-    thread's: gc deletes one only when the entry says it is this thread's."""
-    root = _ROOTS["root"] = tmp_path / "a"
-    cp, _, other = _two_threads(root)
-    theirs = layout.id_key(other[0].checkpoint_id)
-    _forge_tombstone(cp, "t", theirs)
-    report = ca.ArchiveCheckpointer(cp.store).gc()
-    assert (root / theirs).exists() and report.errors == []
-    reader = ca.ArchiveCheckpointer(cp.store)
-    assert reader.load_by_id(other[0].checkpoint_id).state == other[0].state  # type: ignore[union-attr]
-    assert reader.verify().ok
-    assert run_sync(reader.engine.log.manifest("t")).tombstones == {}  # purged: it names nothing of t's
 
 
 @pytest.mark.parametrize("folded", [True, False])

@@ -240,15 +240,6 @@ def test_corrupt_hint_is_only_a_hint(archive_url: Any, backend: str) -> None:
     assert names(cp.verify()) == {"CorruptManifest"}
 
 
-def test_missing_id_entry_reported(archive_url: Any, backend: str) -> None:
-    cp, saved = build(archive_url, backend, n=2)
-    run_sync(cp.store.delete([layout.id_key(saved[0].checkpoint_id)]))
-    report = cp.verify("t")
-    assert [(p.kind, p.checkpoint_id) for p in report.problems] == [("MissingObject", saved[0].checkpoint_id)]
-    with pytest.raises(ca.CheckpointNotFound):
-        cp.validate_integrity(saved[0].checkpoint_id)
-
-
 def test_verify_on_object_stores(archive_url: Any) -> None:
     for backend in ("s3", "gcs", "azure"):
         cp, _ = build(archive_url, backend, n=5)

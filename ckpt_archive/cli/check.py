@@ -1,7 +1,7 @@
 """``verify``: prove what the archive holds, collecting every problem (exit 1 if there is one).
 
-With the archive's own ``verify`` (when this build has it) every commit, manifest,
-object and id entry is checked and each rebuilt state compared with the digest
+With the archive's own ``verify`` (when this build has it) every commit, manifest and
+object is checked and each rebuilt state compared with the digest
 recorded at save; otherwise every listed checkpoint is rebuilt by id, which
 checks each object's size and sha256 on the way.
 """

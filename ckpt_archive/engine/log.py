@@ -24,7 +24,6 @@ from ..errors import (
     CheckpointError,
     CommitOutcomeUnknown,
     CorruptManifest,
-    DuplicateCheckpointId,
     LostCommit,
     MissingObject,
     ObjectTooLarge,
@@ -34,7 +33,7 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..format import layout
-from ..format.manifest import Manifest, hint_due, hint_probes, seal, unseal
+from ..format.manifest import Manifest, hint_due, hint_probes, unseal
 from ..format.parts import seal_parts
 from ..format.schema import check_commit, check_hint
 from ..storage import ObjectStore
@@ -43,6 +42,9 @@ from .plan import MAINTENANCE, Fold, Plan, Planner, Retry
 from .root import Root
 
 T = TypeVar("T")
+
+FOUND_IDS = 4096
+"""How many foreign ids an engine remembers the thread of (``ThreadLog.found``)."""
 
 _REFUSED = (StorageFull, ReadOnlyStorage, AccessDenied, BucketNotFound)
 """Storage errors that mean the request was refused, so a commit that raises one did not land."""
@@ -59,6 +61,9 @@ class ThreadLog:
         self.folded_seq: dict[str, int | None] = {}
         self.hint_heads: dict[str, str] = {}  # the head a load last read from the hint (a save's known head)
         self.unusable_hints: set[str] = set()  # threads whose hint was there but unusable when last read
+        self.found_ids: dict[str, str] = {}
+        """Foreign checkpoint id -> the thread a look-up by id alone found it in (``ops.reads.find``), at
+        most ``FOUND_IDS`` of them: the next look-up reads that thread, not every thread."""
         self._locks: dict[str, asyncio.Lock] = {}
 
     @property
@@ -74,6 +79,13 @@ class ThreadLog:
     def cached(self, thread_id: str) -> Manifest | None:
         """The manifest this instance holds for the thread (no request; it may be behind or stale)."""
         return self.manifests.get(thread_id)
+
+    def found(self, checkpoint_id: str, thread_id: str) -> None:
+        """Remember where a look-up by id alone found ``checkpoint_id`` (the oldest forgotten first)."""
+        self.found_ids.pop(checkpoint_id, None)
+        self.found_ids[checkpoint_id] = thread_id
+        while len(self.found_ids) > FOUND_IDS:
+            del self.found_ids[next(iter(self.found_ids))]
 
     def forget(self, thread_id: str) -> None:
         """Drop the cached view of a deleted thread."""
@@ -252,7 +264,7 @@ class ThreadLog:
         (the thread's manifest holds them) lost nothing: it was rewritten after its fold, not committed
         into a gap, and is not reported."""
         lost = layout.below_fold(log)
-        datas = await self.store.get_each(list(lost))  # one refused unread is named by its key alone
+        datas = await self.store.get_each(list(lost))  # one refused unread (a FIFO) is named, not raised
         out = []
         for (key, seq), data in zip(lost.items(), datas, strict=True):
             ids: list[str | None] = []
@@ -340,7 +352,6 @@ class ThreadLog:
         await asyncio.gather(
             *(self.store.put(key, data) for key, data in planned.objects),
             *(self.store.copy(src, dst) for src, dst in planned.copies.items()),
-            *(self.write_index(thread_id, cid) for cid in planned.ids),
         )
         await self.root.check(create=True)  # the first commit creates the archive marker
         new = m.copy()
@@ -388,19 +399,6 @@ class ThreadLog:
         """Best effort: a hint that failed only costs readers a few more reads (they probe past it)."""
         with contextlib.suppress(Exception):  # not a crash or cancellation (BaseException)
             await self.store.put(layout.head_key(m.thread_id), m.hint(self.folded_seq.get(m.thread_id), stored))
-
-    async def write_index(self, thread_id: str, checkpoint_id: str) -> None:
-        key = layout.id_key(checkpoint_id)
-        doc = seal({"type": "id", "thread_id": thread_id, "checkpoint_id": checkpoint_id})
-        if await self.store.put_if_absent(key, doc):
-            return
-        existing = unseal(await self.store.get(key), f"id entry of {checkpoint_id!r}", key=key, kind="id entry")
-        owner = existing.get("thread_id")
-        if isinstance(owner, str) and owner != thread_id:
-            other = await self.manifest(owner)
-            if checkpoint_id in other.records:
-                raise DuplicateCheckpointId(f"checkpoint {checkpoint_id!r} is already in thread {owner!r}")
-            await self.store.put(key, doc)  # left over from a save that never committed
 
     async def _publish(self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool, fold_first: bool) -> None:
         """After commit ``m.seq`` (stored as ``entry``): rewrite the hint unless ``hint`` is False (it

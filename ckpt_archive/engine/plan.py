@@ -17,15 +17,14 @@ T = TypeVar("T")
 class Plan(Generic[T]):
     """What a planner returns for one commit attempt: the commit's ``actions`` (none: nothing is
     committed and ``result`` is returned as it is, e.g. an idempotent re-save or a dry run), what to
-    write before the commit (``objects`` put, server-side ``copies`` {from: to}, ``_ids`` entries of
-    checkpoint ``ids`` of the thread), and the caller's ``result``. Payloads are data, not coroutines,
+    write before the commit (``objects`` put, server-side ``copies`` {from: to}), and the caller's
+    ``result``. Payloads are data, not coroutines,
     so a plan that is not committed leaves nothing to close."""
 
     actions: list[dict[str, Any]]
     result: T
     objects: list[tuple[str, bytes]] = field(default_factory=list)
     copies: dict[str, str] = field(default_factory=dict)
-    ids: list[str] = field(default_factory=list)
 
 
 Planner = Callable[[Manifest, int], Awaitable[Plan[T]]]

@@ -3,7 +3,6 @@
 Layout under the archive root (see docs/format/spec.md)::
 
     _archive.json                                   archive root marker (format version)
-    _ids/<enc checkpoint id>.json                   checkpoint id -> thread (load by id alone)
     thread_id=<enc>/_head.json.zst                  hint: latest commit seq + head chain
     thread_id=<enc>/_log/<seq:020d>.json.zst        commit entries, created put-if-absent
     thread_id=<enc>/_log/<seq:020d>.manifest.json.zst  folded manifest as of seq
@@ -14,35 +13,29 @@ Layout under the archive root (see docs/format/spec.md)::
     _blobs/<sha256>.zst                             a large string value, shared archive-wide (blobs.py)
     _blobs/<hmac>.enc                               the same, in an encrypted archive (a keyed name)
 
-Ids are percent-encoded (RFC 3986 unreserved characters kept), which is the
-encoding hive partitioning readers (pyarrow, DuckDB) undo. An encoded id longer
-than ``MAX_SEGMENT`` is replaced by ``@`` + its sha256 (``@`` is always escaped
-by the normal encoding, so the two forms never collide); the original id is
-recorded inside the thread's objects.
+Ids become key segments by ``ids.encode_id`` (percent-encoding, a long id by its sha256).
 """
 
 from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
 import re
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, unquote
 
-from ..errors import CheckpointError
-from ..model import check_identifier
+from ..ids import MAX_SEGMENT as MAX_SEGMENT
+from ..ids import decode_id as decode_id
+from ..ids import encode_id as encode_id
+from ..ids import minted_thread_segment
 
-MAX_SEGMENT = 180
 ARCHIVE_MARKER = "_archive.json"
 HEAD = "_head.json.zst"
 COMMIT_SUFFIX = ".json.zst"
 """A commit entry's name after its 20-digit seq (a folded manifest's is ``FOLDED_SUFFIX``)."""
 FOLDED_SUFFIX = ".manifest.json.zst"
 THREAD_PREFIX = "thread_id="
-IDS = "_ids"
 BLOBS = "_blobs"
 """Large string values (``format.blobs``): archive-wide, shared by every thread that holds them."""
 SESSION_PREFIX = "session_id="
@@ -60,12 +53,12 @@ _TEMP = re.compile(r"\.tmp-[0-9a-f]{32}")
 
 
 def holds_threads(name: str) -> bool:
-    """Is ``name`` (directly under the root) where checkpoints live: a thread folder or the id index?"""
-    return name == IDS or name.startswith(THREAD_PREFIX)
+    """Is ``name`` (directly under the root) where checkpoints live: a thread folder?"""
+    return name.startswith(THREAD_PREFIX)
 
 
 def root_name(name: str) -> bool:
-    """Could ``name`` (directly under the root) be the archive's own: marker, id index, thread, session
+    """Could ``name`` (directly under the root) be the archive's own: marker, thread, session
     or LangGraph folder, or a temporary file of writing the marker?"""
     ours = name in (ARCHIVE_MARKER, LANGGRAPH, BLOBS) or holds_threads(name) or name.startswith(SESSION_PREFIX)
     return ours or bool(_TEMP.fullmatch(name))
@@ -80,7 +73,7 @@ def own_temp(key: str) -> bool:
     if not _TEMP.fullmatch(name):
         return False
     if len(folders) <= 1:
-        return not folders or folders[0] in (IDS, BLOBS) or folders[0].startswith(THREAD_PREFIX)
+        return not folders or folders[0] == BLOBS or folders[0].startswith(THREAD_PREFIX)
     if len(folders) == 2:
         top, sub = folders
         return (top.startswith(THREAD_PREFIX) and sub in THREAD_FOLDERS) or (
@@ -89,22 +82,16 @@ def own_temp(key: str) -> bool:
     return False
 
 
-def encode_id(value: str, what: str = "id") -> str:
-    check_identifier(value, what)
-    enc = quote(value, safe="-_.~")
-    if len(enc) > MAX_SEGMENT:
-        return "@" + hashlib.sha256(value.encode("utf-8")).hexdigest()
-    return enc
-
-
-def decode_id(segment: str) -> str | None:
-    """The id a segment encodes, or None for a hashed (long) id."""
-    return None if segment.startswith("@") else unquote(segment)
-
-
 @functools.lru_cache(maxsize=4096)  # every key of a thread starts with it, and every record check
 def thread_dir(thread_id: str) -> str:
     return THREAD_PREFIX + encode_id(thread_id, "thread_id")
+
+
+def minted_thread_dir(checkpoint_id: str) -> str | None:
+    """The thread folder a checkpoint id minted by the archive names (``ids.mint_checkpoint_id``), or
+    None for a foreign id: where ``load_by_id`` looks first."""
+    segment = minted_thread_segment(checkpoint_id)
+    return None if segment is None else THREAD_PREFIX + segment
 
 
 def head_key(thread_id: str) -> str:
@@ -186,11 +173,6 @@ def segment_key(thread_id: str, first_step: int, token: str) -> str:
     return f"{thread_dir(thread_id)}/deltas/{max(first_step, 0):012d}-{token}.parquet"
 
 
-def id_key(checkpoint_id: str) -> str:
-    return f"{IDS}/{encode_id(checkpoint_id, 'checkpoint_id')}.json"
-
-
-_HASHED = re.compile(r"@[0-9a-f]{64}")
 _BLOB_NAME = re.compile(r"[0-9a-f]{64}")
 
 
@@ -214,21 +196,6 @@ def blob_of(key: str) -> tuple[str, bool] | None:
     return name, suffix == "enc"
 
 
-def is_id_key(key: str) -> bool:
-    """Is ``key`` exactly what ``id_key`` makes of some checkpoint id? Only such a key is an id entry
-    (a tombstone may name, gc may delete): any other file in ``_ids/`` is not the archive's."""
-    folder, _, name = key.partition("/")
-    if folder != IDS or not name.endswith(".json"):
-        return False
-    segment = name[: -len(".json")]
-    if segment.startswith("@"):
-        return bool(_HASHED.fullmatch(segment))
-    try:
-        return id_key(unquote(segment, errors="strict")) == key
-    except (CheckpointError, UnicodeDecodeError):  # not an id encode_id accepts
-        return False
-
-
 def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
     """A snapshot written after the fact (re-base, edit, copy): a fresh key (a random token), never an
     overwrite of the snapshot a save or an earlier rewrite wrote."""
@@ -250,8 +217,6 @@ def kind_of(key: str) -> str | None:
     outside the layout above (session logs, foreign files)."""
     if key == ARCHIVE_MARKER:
         return "archive marker"
-    if key.startswith("_ids/"):
-        return "id entry"
     if key.startswith(BLOBS + "/"):
         return "blob"
     if key.startswith(LANGGRAPH_WRITES + "/"):

@@ -28,7 +28,6 @@ from .. import codec, limits, versions
 from ..delta import Delta
 from ..errors import (
     BrokenChain,
-    CheckpointError,
     CorruptManifest,
     IntegrityError,
     ObjectTooLarge,
@@ -431,26 +430,3 @@ def record_info(thread_id: str, rec: Record) -> CheckpointInfo:
         metadata=dict(rec.get("metadata", {})),
         version=int(rec.get("version", 1)),
     )
-
-
-def id_entry_owner(data: bytes, key: str) -> str | None:
-    """The thread the id entry stored at ``key`` names, or None when it is no well-formed entry of the
-    id whose key that is (gc, which knows the key only: a long id's key is a hash)."""
-    try:
-        doc = unseal(data, f"id entry {key!r}", key=key, kind="id entry")
-        checkpoint_id, thread_id = doc.get("checkpoint_id"), doc.get("thread_id")
-        if isinstance(checkpoint_id, str) and isinstance(thread_id, str) and layout.id_key(checkpoint_id) == key:
-            return thread_id
-    except CheckpointError:
-        pass
-    return None
-
-
-def id_entry_thread(data: bytes, checkpoint_id: str) -> str:
-    """The thread an ``_ids/`` entry names, once it proves to be the entry of ``checkpoint_id``."""
-    key = layout.id_key(checkpoint_id)
-    doc = unseal(data, f"id entry of {checkpoint_id!r}", key=key, kind="id entry")
-    thread_id = doc.get("thread_id")
-    if doc.get("checkpoint_id") != checkpoint_id or not isinstance(thread_id, str):
-        raise CorruptManifest("id entry is not this checkpoint's", checkpoint_id=checkpoint_id, key=key)
-    return thread_id

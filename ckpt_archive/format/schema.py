@@ -167,13 +167,10 @@ def _strs(value: Any) -> bool:
 
 
 def _tombstoned(key: Any, entry: Any, thread_id: str) -> None:
-    """What a tombstone may name: a payload object of its own thread, an id entry in the form the
-    archive writes it (gc checks that the entry is this thread's before deleting it), or a blob
-    (which gc never deletes for one thread: only when no thread references it). Never the log,
-    the parts, the hint or another thread's objects: gc deletes what a tombstone names."""
-    if isinstance(key, str) and key.startswith(layout.IDS + "/"):
-        _need(layout.is_id_key(key), f"tombstone names {key!r}, which is no id entry")
-    elif isinstance(key, str) and key.startswith(layout.BLOBS + "/"):
+    """What a tombstone may name: a payload object of its own thread, or a blob (which gc never deletes
+    for one thread: only when no thread references it). Never the log, the parts, the hint or another
+    thread's objects: gc deletes what a tombstone names."""
+    if isinstance(key, str) and key.startswith(layout.BLOBS + "/"):
         # the time the thread stopped referencing it: gc keeps the blob for the grace after (ops.gc)
         _need(layout.blob_of(key) is not None, f"tombstone names {key!r}, which is no blob")
     else:

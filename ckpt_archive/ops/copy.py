@@ -16,7 +16,8 @@ from ..engine import Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
 from ..format import layout
 from ..format.manifest import Manifest, Record
-from ..model import RESERVED_PREFIX, uuid7
+from ..ids import mint_checkpoint_id
+from ..model import RESERVED_PREFIX
 from ..retention import PINNED_KEY
 from .reads import locate
 
@@ -57,7 +58,7 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
     layout.thread_dir(new_thread_id)
     src, src_thread = await locate(engine, checkpoint_id)
     rec = src.records[checkpoint_id]
-    new_id = uuid7()
+    new_id = mint_checkpoint_id(new_thread_id)
 
     async def plan(m: Manifest, attempt: int) -> Plan[str]:
         copies: dict[str, str] = {}
@@ -84,7 +85,7 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
             "version": 1,
         }
         _into_new(new_thread_id, m)
-        return Plan([{"action": "add", "record": record}], new_id, objects=objects, copies=copies, ids=[new_id])
+        return Plan([{"action": "add", "record": record}], new_id, objects=objects, copies=copies)
 
     return await engine.log.commit(new_thread_id, plan)
 
@@ -99,7 +100,7 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
     layout.thread_dir(dst_thread)
     await engine.root.check()
     src = await engine.log.manifest(src_thread)
-    mapping = {cid: uuid7() for cid in src.records}
+    mapping = {cid: mint_checkpoint_id(dst_thread) for cid in src.records}
 
     async def plan(m: Manifest, attempt: int) -> Plan[dict[str, str]]:
         copies: dict[str, str] = {}
@@ -118,7 +119,7 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
                 action["ops"] = src.inline.get(cid, [])
             actions.append(action)
         _into_new(dst_thread, m)
-        return Plan(actions, mapping, copies=copies, ids=list(mapping.values()))
+        return Plan(actions, mapping, copies=copies)
 
     if not src.records:
         return {}

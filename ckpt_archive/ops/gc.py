@@ -4,8 +4,7 @@
 
 * tombstoned objects (recorded by prune/remove/edit) whose tombstone is older
   than the grace period, then commits a ``purge`` so the manifest forgets them
-  (a tombstone names only payloads of its thread and id entries, ``format.schema``;
-  an id entry goes only if it names this thread);
+  (a tombstone names only payloads of its thread and blobs, ``format.schema``);
 * orphans: snapshots/segments no record references and no tombstone names
   (payloads of saves that lost a race or crashed), once their mtime is older
   than the grace period;
@@ -16,9 +15,8 @@
   created after a fold above it was written (``ThreadLog.lost_commits``): it
   landed where an earlier gc cut the log, it is the only copy of its save, and it
   is reported;
-* temporary files of interrupted local writes in the archive's own folders,
-  ``_ids/`` entries of checkpoints no manifest has, and S3 multipart uploads of
-  the archive's keys started before the grace period;
+* temporary files of interrupted local writes in the archive's own folders, and S3
+  multipart uploads of the archive's keys started before the grace period;
 * blobs (``_blobs/``, large values shared archive-wide) no record of any thread
   lists and no thread dropped within the grace period, once older than it, and
   only when every thread was read (``_collect_blobs``).
@@ -48,7 +46,7 @@ from ..engine import Engine, Fold, Plan, gc_floor
 from ..engine.folds import read_folded
 from ..errors import CheckpointError, CorruptManifest, MissingObject, UnsafeGcGrace
 from ..format import layout
-from ..format.manifest import Manifest, id_entry_owner
+from ..format.manifest import Manifest
 from ..format.parts import checked_part_refs
 from ..retention import GcReport
 from . import reads
@@ -86,8 +84,6 @@ async def _thread_gc(
     mine: dict[str, dict[str, Any]],
     cutoff: datetime,
     report: GcReport,
-    protected_ids: set[str],
-    live_ids: set[str],
     forget: set[str],
     live_blobs: set[str],
     protected_blobs: set[str],
@@ -102,11 +98,9 @@ async def _thread_gc(
     hint = await engine.log.read_hint(thread_id)
     m = await engine.log.manifest(thread_id, hint=hint, hint_read=True, cache=False)
     refs = m.referenced_keys()
-    live_ids.update(layout.id_key(cid) for cid in m.records)
     doomed: list[str] = []
-    due_ids: list[str] = []
     live_blobs.update(k for k in refs if k.startswith(blob_prefix))
-    for key, tomb in m.tombstones.items():  # each names a payload of this thread, an id entry or a blob (schema)
+    for key, tomb in m.tombstones.items():  # each names a payload of this thread or a blob (schema)
         at = datetime.fromisoformat(tomb["at"])
         mtime = objects.get(key, {}).get("mtime")
         if key.startswith(blob_prefix):  # archive-wide: deleted only by the blob rule (``_collect_blobs``)
@@ -122,21 +116,13 @@ async def _thread_gc(
             forget.add(key)
             continue
         if at <= cutoff:
-            forget.add(key)  # deleted now (or not this thread's to delete): the purge commit drops it
-            if key.startswith("_ids/"):
-                due_ids.append(key)
-                continue
+            forget.add(key)  # deleted now: the purge commit drops it
             if key in objects:
                 report.bytes_freed += objects[key]["size"]
                 report.tombstones_purged += 1
             doomed.append(key)
         else:
             report.pending += 1
-            if key.startswith("_ids/"):
-                protected_ids.add(key)
-    for key in await _own_id_entries(engine, thread_id, [k for k in due_ids if k in objects]):
-        report.id_entries += 1
-        doomed.append(key)
     prefix = layout.thread_dir(thread_id) + "/"
     logs = {k: v for k, v in mine.items() if _folder(k[len(prefix) :]) == "_log"}
     folds = {k: entry[1] for k in logs if (entry := layout.log_name(posixpath.basename(k))) and entry[0] == "fold"}
@@ -231,17 +217,6 @@ async def _collect_blobs(
     report.deleted += doomed
 
 
-async def _own_id_entries(engine: Engine, thread_id: str, keys: list[str]) -> list[str]:
-    """Those of the id entries ``keys`` that say they are this thread's. A tombstone can name any id
-    entry (the key is all it holds), and another thread may have taken the id over since: gc deletes
-    an entry only for the thread it names (an unreadable one is left alone, for verify to report)."""
-    own = []
-    for key, data in zip(keys, await engine.store.get_many(keys), strict=True):
-        if data is not None and id_entry_owner(data, key) == thread_id:
-            own.append(key)
-    return own
-
-
 async def _purge(engine: Engine, thread_id: str, keys: set[str]) -> None:
     async def plan(m: Manifest, attempt: int) -> Plan[None]:
         gone = sorted(k for k in keys if k in m.tombstones)
@@ -285,11 +260,9 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
     threads = await reads.threads(engine)
     dirs = {layout.thread_dir(t) for t in threads}
     unknown_dirs = {k.split("/", 1)[0] for k in objects if k.startswith(layout.THREAD_PREFIX)} - dirs
-    protected_ids: set[str] = set()
-    live_ids: set[str] = set()
     live_blobs: set[str] = set()
     kept_blobs: set[str] = set()
-    ids_safe = not unknown_dirs
+    every_thread_read = not unknown_dirs
     by_dir: dict[str, dict[str, dict[str, Any]]] = {}  # once: filtering the listing per thread was quadratic
     for key, info in objects.items():
         folder, sep, _ = key.partition("/")
@@ -299,11 +272,11 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
         try:
             forget: set[str] = set()
             mine = by_dir.get(layout.thread_dir(thread_id), {})
-            sets = protected_ids, live_ids, forget, live_blobs, kept_blobs
+            sets = forget, live_blobs, kept_blobs
             doomed = await _thread_gc(engine, thread_id, objects, mine, cutoff, report, *sets)
         except CheckpointError as exc:
             report.errors.append(f"thread {thread_id!r} skipped: {exc}")
-            ids_safe = False
+            every_thread_read = False
             continue
         report.threads += 1
         await engine.store.delete(doomed)
@@ -313,23 +286,16 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
                 await _purge(engine, thread_id, forget)
             except CheckpointError as exc:  # the next gc purges them (deleting is idempotent)
                 report.errors.append(f"thread {thread_id!r}: purge not committed: {exc}")
-    loose, already = [], set(report.deleted)
+    loose = []
     for key, info in objects.items():
-        if key.startswith(layout.THREAD_PREFIX) or not _old(info, cutoff):
+        if key.startswith(layout.THREAD_PREFIX) or not _old(info, cutoff) or not layout.own_temp(key):
             continue
-        if layout.own_temp(key):
-            report.temp_files += 1
-        elif layout.is_id_key(key) and ids_safe and key not in live_ids and key not in protected_ids:
-            if key in already:
-                continue
-            report.id_entries += 1
-        else:
-            continue
+        report.temp_files += 1
         loose.append(key)
         report.bytes_freed += info["size"]
     await engine.store.delete(loose)
     report.deleted += loose
-    await _collect_blobs(engine, objects, cutoff, live_blobs | kept_blobs, ids_safe, report)
+    await _collect_blobs(engine, objects, cutoff, live_blobs | kept_blobs, every_thread_read, report)
     if unknown_dirs:
         report.errors.append(f"left alone (no readable thread id): {sorted(unknown_dirs)}")
     with contextlib.suppress(NotImplementedError):

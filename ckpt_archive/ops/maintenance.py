@@ -82,10 +82,9 @@ class Rebase:
         return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
 
 
-def _tombstone(before: dict[str, int], after: Iterable[Record], extra: dict[str, int]) -> dict[str, Any] | None:
+def _tombstone(before: dict[str, int], after: Iterable[Record]) -> dict[str, Any] | None:
     still = {key for r in after for key in ref_keys(r)}
     objects = {k: s for k, s in before.items() if k not in still}
-    objects.update(extra)
     return {"action": "tombstone", "at": now_iso(), "objects": objects} if objects else None
 
 
@@ -111,12 +110,10 @@ async def plan_removal(
         report.rebased.append(cid)
         report.bytes_written += size
     before = m.referenced_keys()
-    ids = {layout.id_key(cid): 0 for cid in removed}
-    tomb = _tombstone(before, after.values(), ids)
+    tomb = _tombstone(before, after.values())
     if tomb is not None:
         actions.append(tomb)
-        payload = {k: s for k, s in tomb["objects"].items() if k not in ids}
-        report.objects_freed, report.bytes_freed = len(payload), sum(payload.values())
+        report.objects_freed, report.bytes_freed = len(tomb["objects"]), sum(tomb["objects"].values())
     return Plan([] if dry_run else actions, report, objects=rebase.writes)
 
 
@@ -228,7 +225,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
         change["version"] = version + 1  # its new digests (``Rebase.full``) prove a protected one anew
         actions.append({"action": "update", "id": checkpoint_id, "set": change})
         after[checkpoint_id] = {**rec, **change}
-        tomb = _tombstone(m.referenced_keys(), after.values(), {})
+        tomb = _tombstone(m.referenced_keys(), after.values())
         if tomb is not None:
             actions.append(tomb)
         return Plan(actions, (version + 1, messages), objects=rebase.writes)

@@ -7,7 +7,7 @@ object and n delta applications, not n replays.
 
 Building many checkpoints of one thread at once (``contents``): one manifest read, every object
 fetched once. Callers that need the full state of many checkpoints (LangGraph's ``list`` returns every listed
-checkpoint with its values) would otherwise pay, per checkpoint, an ``_ids/`` lookup, a manifest
+checkpoint with its values) would otherwise pay, per checkpoint, a manifest
 probe and a fetch of its delta segment -- the same segment once for each of the checkpoints it
 holds. Here the wanted checkpoints are built oldest first, so each is its parent's state plus one
 delta, from objects fetched together in one concurrent batch and segments parsed once. Every state
@@ -32,7 +32,6 @@ from ..format.manifest import (
     appended,
     hint_chain,
     hint_probes,
-    id_entry_thread,
     record_info,
     unseal,
 )
@@ -55,7 +54,7 @@ __all__ = [
     "warm_head",
 ]
 from ..errors import CheckpointError, CheckpointNotFound, CorruptManifest
-from ..model import Checkpoint, CheckpointInfo
+from ..model import Checkpoint, CheckpointInfo, check_identifier
 
 
 async def head_guess(engine: Engine, thread_id: str) -> tuple[CheckpointInfo | None, dict[str, Any] | None]:
@@ -208,17 +207,21 @@ async def thread_folders(engine: Engine) -> tuple[list[str], dict[str, Checkpoin
     for name in await engine.store.list_dir(""):
         if not name.startswith(layout.THREAD_PREFIX):
             continue
-        thread = layout.decode_id(name[len(layout.THREAD_PREFIX) :])
-        if thread is None:
-            try:
-                thread = await _hashed_thread(engine, name)
-            except CheckpointError as exc:
-                unnamed[name] = exc
-                continue
-            if thread is None:  # neither hint nor commit: nothing was ever committed there
-                continue
-        out.append(thread)
+        try:
+            thread = await folder_thread(engine, name)
+        except CheckpointError as exc:
+            unnamed[name] = exc
+            continue
+        if thread is not None:  # None: neither hint nor commit, nothing was ever committed there
+            out.append(thread)
     return out, unnamed
+
+
+async def folder_thread(engine: Engine, folder: str) -> str | None:
+    """The thread id of a thread folder (``thread_id=<segment>``): decoded from its name, or for a
+    hashed (long) id read from its hint or commit 1 (``_hashed_thread``: one or two GETs)."""
+    thread = layout.decode_id(folder[len(layout.THREAD_PREFIX) :])
+    return thread if thread is not None else await _hashed_thread(engine, folder)
 
 
 async def _hashed_thread(engine: Engine, folder: str) -> str | None:
@@ -246,7 +249,6 @@ async def _hashed_thread(engine: Engine, folder: str) -> str | None:
 async def delete(engine: Engine, thread_id: str) -> None:
     await engine.root.check()
     m = await engine.log.manifest(thread_id)
-    await engine.store.delete([layout.id_key(cid) for cid in m.records])
     await engine.store.delete_prefix(layout.thread_dir(thread_id))
     engine.log.forget(thread_id)
     engine.contents.forget(m.records.values())
@@ -262,15 +264,72 @@ async def history(engine: Engine, thread_id: str) -> AsyncIterator[Checkpoint]:
         yield engine.contents.checkpoint(thread_id, rec, content)
 
 
+SCAN_CONCURRENCY = 16
+"""Manifests a look-up of a foreign checkpoint id reads at once (``find``)."""
+
+
 async def find(engine: Engine, checkpoint_id: str) -> tuple[Manifest, str] | None:
-    """The manifest of the thread holding ``checkpoint_id`` and that thread, found by its ``_ids`` entry
-    (read alongside the root check); None when no thread holds it."""
-    data = await engine.root.rooted(engine.store.get_or_none(layout.id_key(checkpoint_id)))
-    if data is None:
-        return None
-    thread_id = id_entry_thread(data, checkpoint_id)
-    m = await engine.log.manifest(thread_id)
-    return (m, thread_id) if checkpoint_id in m.records else None
+    """The manifest of the thread holding ``checkpoint_id`` and that thread; None when no thread holds
+    it. There is no id index (spec.md section 8); looked for, in order:
+
+    1. in the manifests this instance holds (no request but the probe that brings the one holding it up
+       to date): an id this process saved, listed or loaded before; or in the thread an earlier look-up
+       found it in (``ThreadLog.found_ids``);
+    2. in the thread a minted id names (``ids.mint_checkpoint_id``): a cold load by such an id is the
+       thread's manifest read (hint and commit 1 with the root check, then the log: 2 round trips,
+       one GET more for a hashed thread folder) and the chain's objects, 0 LIST;
+    3. otherwise (a foreign id: LangGraph's, a user's; or a minted id saved into another thread) in
+       every thread: one LIST of the root, then each thread's manifest, ``SCAN_CONCURRENCY`` at once,
+       uncached (memory stays bounded). That costs one manifest read per thread, also to learn that
+       an id is in none: callers that know the thread pass it (``load(thread_id)``, ``list``).
+
+    Ids are unique within a thread; the same foreign id saved into two threads is found in the first
+    thread of the listing's (name) order that holds it."""
+    check_identifier(checkpoint_id, "checkpoint_id")
+    known = [t for t, cached in engine.log.manifests.items() if checkpoint_id in cached.records]
+    if checkpoint_id in engine.log.found_ids:
+        known.append(engine.log.found_ids[checkpoint_id])
+    for thread_id in known:
+        m = await engine.root.rooted(engine.log.manifest(thread_id))
+        if checkpoint_id in m.records:
+            return m, thread_id
+    named = layout.minted_thread_dir(checkpoint_id)
+
+    async def in_named() -> tuple[Manifest, str] | None:
+        thread_id = None if named is None else await folder_thread(engine, named)
+        if thread_id is None:
+            return None
+        m = await engine.log.manifest(thread_id)
+        return (m, thread_id) if checkpoint_id in m.records else None
+
+    failures: list[CheckpointError] = []
+    try:
+        found = await engine.root.rooted(in_named())  # with the root check: one round trip, not two
+    except CheckpointError as exc:
+        await engine.root.check()  # an archive-level failure is raised as it is (checked once when fine)
+        found, failures = None, [exc]  # the named thread does not read: the others may still hold the id
+    if found is not None:
+        return found
+    folders = sorted(n for n in await engine.store.list_dir("") if n.startswith(layout.THREAD_PREFIX) and n != named)
+    gate = asyncio.Semaphore(SCAN_CONCURRENCY)
+
+    async def holds(folder: str) -> tuple[Manifest, str] | None:
+        async with gate:
+            try:
+                thread = await folder_thread(engine, folder)
+                m = None if thread is None else await engine.log.manifest(thread, cache=False)
+            except CheckpointError as exc:  # a damaged thread never hides the others
+                failures.append(exc)
+                return None
+            return (m, thread) if m is not None and thread is not None and checkpoint_id in m.records else None
+
+    for found in await asyncio.gather(*(holds(f) for f in folders)):
+        if found is not None:
+            engine.log.found(checkpoint_id, found[1])
+            return found
+    if failures:  # it may be in a thread that does not read: say so rather than "no such checkpoint"
+        raise failures[0]
+    return None
 
 
 async def locate(engine: Engine, checkpoint_id: str) -> tuple[Manifest, str]:

@@ -3,8 +3,9 @@
 Save protocol (docs/format/spec.md has the normative version):
 
 1. payload objects are written first (a snapshot; at a snapshot, the thread's
-   inline deltas compacted into one Parquet segment), together with the
-   ``_ids/`` entry that makes ``load_by_id`` work without a thread id;
+   inline deltas compacted into one Parquet segment); a plain delta has none, its ops are inline
+   in the commit entry. No id index is written: a minted checkpoint id names its thread
+   (``ids.mint_checkpoint_id``, spec.md section 8);
 2. the commit entry ``_log/<seq+1>.json.zst`` is created put-if-absent. Losing that
    race means another writer committed first: a save that appends to the head
    raises ``CheckpointConflict``; an explicit fork (``parent_id``) re-reads the
@@ -33,7 +34,7 @@ from ..format import crypto, layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, ref_keys
 from ..format.objects import encode_segment
-from ..model import Checkpoint, is_resave
+from ..model import Checkpoint, check_identifier, is_resave
 
 
 async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False) -> str:
@@ -50,7 +51,13 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
     limits.check_state(raw_state, raw_messages)
     thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id
     layout.thread_dir(thread_id)
-    layout.id_key(cid)
+    check_identifier(cid, "checkpoint_id")
+    named = layout.minted_thread_dir(cid)
+    if named is not None and named != layout.thread_dir(thread_id):  # refused before anything is read
+        raise DuplicateCheckpointId(
+            f"checkpoint id {cid!r} was minted for the thread of folder {named!r}, not {thread_id!r} (an id names "
+            "its thread, so load_by_id finds it): save it there, or give the checkpoint a new id (Checkpoint.new)"
+        )
     # every field of the record is checked here, before anything is written (no orphans); a protected
     # checkpoint is proven against the digests its record stores (``Contents.digests``)
     digests = engine.contents.digests(content, thread_id, (raw_state, raw_messages), proving=checkpoint)
@@ -95,7 +102,7 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
         if not detached and parent_id is not None and parent_id not in m.records:
             raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
         actions, objects = await prepare(engine, m, checkpoint, parent_id, content, fields, detached=detached)
-        return Plan(actions, None, objects=objects, ids=[] if attempt else [cid])  # the _ids entry once
+        return Plan(actions, None, objects=objects)
 
     async def landed(new: Manifest, done: Plan[None]) -> None:
         if time.monotonic() - started > engine.root.manifest_ttl / 2:
@@ -144,9 +151,7 @@ async def confirm(
             f"checkpoint {checkpoint_id!r} of thread {thread_id!r} is not in the thread after a save that "
             "took longer than gc's grace period allows; reload and save again"
         )
-    await asyncio.gather(
-        *(engine.store.put(key, data) for key, data in objects), engine.log.write_index(thread_id, checkpoint_id)
-    )
+    await asyncio.gather(*(engine.store.put(key, data) for key, data in objects))
 
 
 async def prepare(

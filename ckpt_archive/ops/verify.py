@@ -1,7 +1,7 @@
 """Proving what an archive holds: ``verify`` (whole archive, every problem), one checkpoint, restores.
 
-* ``verify_archive`` reads every commit entry, folded manifest, hint, payload object
-  and ``_ids`` entry of the threads it checks, rebuilds every checkpoint's content (state
+* ``verify_archive`` reads every commit entry, folded manifest, hint and payload object
+  of the threads it checks, rebuilds every checkpoint's content (state
   and messages) and compares it with the ``state_sha256``/``messages_sha256`` (or, encrypted,
   ``state_mac``/``messages_mac``) recorded at save. It collects *every* problem
   into a ``VerifyReport`` instead of stopping at the first; among them a commit entry younger than
@@ -170,7 +170,6 @@ async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -
         and k != layout.head_key(thread_id)
     )
     await _verify_states(engine, m, report)
-    await _verify_ids(engine, m, report)
 
 
 async def _check_hint(engine: Engine, doc: dict[str, Any], m: Manifest) -> None:
@@ -290,30 +289,3 @@ def _chains(m: Manifest) -> Iterator[list[Record]]:
     for cid in m.records:
         with contextlib.suppress(BrokenChain):
             yield m.chain(cid)
-
-
-async def _verify_ids(engine: Engine, m: Manifest, report: VerifyReport) -> None:
-    ids = list(m.records)
-    datas = await engine.store.get_each([layout.id_key(cid) for cid in ids])
-    for cid, data in zip(ids, datas, strict=True):
-        key = layout.id_key(cid)
-        try:
-            if isinstance(data, CheckpointError):
-                raise data
-            if data is None:
-                raise MissingObject(
-                    "id entry is missing: load_by_id cannot find it",
-                    thread_id=m.thread_id,
-                    checkpoint_id=cid,
-                    key=key,
-                )
-            doc = unseal(data, "id entry", key=key, kind="id entry")
-            if doc.get("thread_id") != m.thread_id or doc.get("checkpoint_id") != cid:
-                raise CorruptManifest(
-                    "id entry names another thread or checkpoint",
-                    thread_id=m.thread_id,
-                    checkpoint_id=cid,
-                    key=key,
-                )
-        except CheckpointError as exc:
-            report.problems.append(Problem.of(exc, m.thread_id))

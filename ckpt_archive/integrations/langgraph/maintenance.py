@@ -159,7 +159,6 @@ class Maintenance:
                 continue
             record = Checkpoint(
                 thread_id=dst,
-                checkpoint_id=uuid7(),
                 step=step,
                 state=state,
                 metadata={**info.metadata, LG_KEY: _not_top(info.metadata.get(LG_KEY))},

@@ -3,11 +3,11 @@
 Each LangGraph checkpoint is one archive checkpoint of the archive thread of its
 ``(thread_id, checkpoint_ns)`` (mapping in ``encoding.py``); its LangGraph id and parent id live in
 the record's metadata under ``ckpt_archive.langgraph``, next to the JSON part of LangGraph's metadata,
-so listing and filtering never read a state. Archive checkpoint ids are fresh uuid7s, so the same
-LangGraph id may exist in two threads (``copy_thread``). Pending writes are one object per
-``put_writes`` call, carried by the next put's state (``writes.py``); the read side (states, listings,
-tuples) is ``reading.py``. Every method is async at the core (running on fsspec's I/O loop); the sync
-methods are thin ``run_sync`` wrappers.
+so listing and filtering never read a state. Archive checkpoint ids are minted for their archive thread
+(``ids.mint_checkpoint_id``), so the same LangGraph id may exist in two threads (``copy_thread``).
+Pending writes are one object per ``put_writes`` call, carried by the next put's state (``writes.py``);
+the read side (states, listings, tuples) is ``reading.py``. Every method is async at the core (running
+on fsspec's I/O loop); the sync methods are thin ``run_sync`` wrappers.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
-from ...model import Checkpoint, uuid7
+from ...model import Checkpoint
 from ...ops.reads import cached_head, listing
 from . import writes as W
 from .encoding import (
@@ -163,7 +163,6 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             lg["top"] = True
         record = Checkpoint._checked_at_save(  # asave checks the state before anything else
             thread_id=at,
-            checkpoint_id=uuid7(),
             parent_id=None if appending else parent_cid,
             step=step,
             state=state,
