@@ -72,7 +72,7 @@ def run(url: str, opts: dict[str, Any], server: S3Server | None, thread: str) ->
             "DuckDB read_parquet (no import of ours)",
             lambda: duckdb.sql(
                 f"SELECT thread_id, count(*) FROM read_parquet('{url}/thread_id=*/deltas/*.parquet', "
-                "hive_partitioning = true) GROUP BY ALL"
+                "hive_partitioning = false) GROUP BY ALL"
             ).fetchall(),
             lambda r: f"{len(r)} groups",
         )

@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     query = (
         "SELECT thread_id, op, count(*) AS ops, sum(length(value)) AS value_bytes "
-        f"FROM read_parquet('{path}/thread_id=*/deltas/*.parquet', hive_partitioning=true) "
+        f"FROM read_parquet('{path}/thread_id=*/deltas/*.parquet', hive_partitioning=false) "
         "GROUP BY ALL ORDER BY thread_id, op"
     )
     console.print("\nThe deltas are plain Parquet; DuckDB reads them with no code of ours:")

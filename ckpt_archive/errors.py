@@ -118,6 +118,11 @@ class TruncatedObject(IntegrityError):
     """An object is shorter than recorded, or cannot be decoded at all."""
 
 
+class ForeignRows(IntegrityError):
+    """A delta segment's rows name another thread than the one it is read for: the object was copied
+    or moved under this thread by hand. Restore the thread's own segment (or re-copy the thread)."""
+
+
 class ObjectTooLarge(IntegrityError):
     """A stored object is (or would decompress to) more bytes than any writer produces for its kind
     (``ckpt_archive.limits``): a decompression bomb or damage, refused before the memory is taken."""

@@ -212,7 +212,7 @@ if url.startswith("s3://"):
     duckdb.register_filesystem(s3fs.S3FileSystem(**opts))
 rows = duckdb.sql(f'''
     SELECT thread_id, count(DISTINCT checkpoint_id) AS checkpoints, count(*) AS ops, max(step) AS last_step
-    FROM read_parquet('{url}/thread_id=*/deltas/*.parquet', hive_partitioning = true)
+    FROM read_parquet('{url}/thread_id=*/deltas/*.parquet', hive_partitioning = false)
     GROUP BY thread_id ORDER BY thread_id
 ''').fetchall()
 print(json.dumps({"rows": rows, "ours": sorted(m for m in sys.modules if m.startswith("ckpt_archive"))}))

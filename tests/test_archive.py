@@ -240,7 +240,7 @@ def test_segments_are_parquet_row_groups_of_consecutive_checkpoints_readable_wit
         assert ckpt is not None and ckpt.state["messages"] == messages[: info.step + 1]
     rows = duckdb.sql(
         f"select thread_id, step, op, key from read_parquet('{url}/thread_id=*/deltas/*.parquet', "
-        "hive_partitioning=true) order by step"
+        "hive_partitioning=false) order by step"
     ).fetchall()
     assert [r[1] for r in rows if r[3] == "messages"] == [1, 2, 3, 4, 6, 7, 8, 9, 11]
     assert {r[0] for r in rows} == {"chat/1"}

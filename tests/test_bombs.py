@@ -51,6 +51,7 @@ def parquet_bomb(checkpoint_id: str, rows: int = 1024, value: int = 1 << 20) -> 
     big = pa.array(['"' + "a" * (value - 2) + '"'])
     table = pa.table(
         {
+            "thread_id": pa.array(["t"] * rows),
             "checkpoint_id": pa.array([checkpoint_id] * rows),
             "step": pa.array([1] * rows, pa.int64()),
             "op": pa.array(["set"] * rows),
@@ -65,7 +66,7 @@ def parquet_bomb(checkpoint_id: str, rows: int = 1024, value: int = 1 << 20) -> 
         buf, table.schema, compression="zstd", store_schema=False, dictionary_pagesize_limit=64 << 20
     ) as writer:
         writer.write_table(table)
-        writer.add_key_value_metadata({"ckpt_archive.format_version": "1", "ckpt_archive.thread_id": "t"})
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1"})
     return buf.getvalue()
 
 
@@ -83,6 +84,7 @@ def lying_segment(checkpoint_id: str, rows: int = 200, value: int = 8 << 20) -> 
         return pa.chunked_array([array] * rows)
 
     columns = [
+        same(pa.array(["t"])),
         same(pa.array([checkpoint_id])),
         same(pa.array([1], pa.int64())),
         same(pa.array(["set"])),
@@ -95,7 +97,7 @@ def lying_segment(checkpoint_id: str, rows: int = 200, value: int = 8 << 20) -> 
     buf = io.BytesIO()
     with pq.ParquetWriter(buf, schema, compression="zstd", store_schema=False) as writer:
         writer.write_table(pa.Table.from_arrays(columns, schema=schema), row_group_size=rows)
-        writer.add_key_value_metadata({"ckpt_archive.format_version": "1", "ckpt_archive.thread_id": "t"})
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1"})
     data = buf.getvalue()
     n = struct.unpack("<I", data[-8:-4])[0]
     footer = data[-8 - n : -8]
@@ -237,13 +239,13 @@ def test_a_segment_whose_footer_lies_costs_a_reader_nothing(tmp_path: Path, bomb
 def test_a_segment_in_an_encoding_that_expands_past_its_pages_is_refused() -> None:
     """DELTA_BYTE_ARRAY values share their predecessor's prefix, so they decode to more than their
     page's size; no segment is written in it, so a reader refuses it before pyarrow decodes it."""
-    rows = {"checkpoint_id": ["c"] * 4, "step": [1] * 4, "op": ["set"] * 4, "key": ["x"] * 4}
+    rows = {"thread_id": ["t"] * 4, "checkpoint_id": ["c"] * 4, "step": [1] * 4, "op": ["set"] * 4, "key": ["x"] * 4}
     rows.update({"path": ['["x"]'] * 4, "value": ["1"] * 4, "target": [None] * 4})
     buf = io.BytesIO()
     options: dict[str, Any] = {"use_dictionary": False, "column_encoding": {"value": "DELTA_BYTE_ARRAY"}}
     with pq.ParquetWriter(buf, SEGMENT_SCHEMA, store_schema=False, **options) as writer:
         writer.write_table(pa.table(rows, schema=SEGMENT_SCHEMA))
-        writer.add_key_value_metadata({"ckpt_archive.format_version": "1", "ckpt_archive.thread_id": "t"})
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1"})
     with pytest.raises(ca.TruncatedObject, match=r"column .value.*encoded 7: not written by this format"):
         SegmentReader(buf.getvalue(), thread_id="t", key="k").ops("c", 0)
 
@@ -551,6 +553,7 @@ def value_segment(checkpoint_id: str, value: bytes) -> bytes:
     written the way the format writes segments."""
     table = pa.table(
         {
+            "thread_id": ["t"],
             "checkpoint_id": [checkpoint_id],
             "step": pa.array([1], pa.int64()),
             "op": ["set"],
@@ -563,7 +566,7 @@ def value_segment(checkpoint_id: str, value: bytes) -> bytes:
     buf = io.BytesIO()
     with pq.ParquetWriter(buf, table.schema, compression="zstd", store_schema=False) as writer:
         writer.write_table(table)
-        writer.add_key_value_metadata({"ckpt_archive.format_version": "1", "ckpt_archive.thread_id": "t"})
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1"})
     return buf.getvalue()
 
 

@@ -19,7 +19,7 @@ from ckpt_archive import codec
 from ckpt_archive.delta import apply_checkpoint, diff_checkpoint
 from ckpt_archive.format import layout
 from ckpt_archive.format.manifest import seal, unseal
-from ckpt_archive.format.objects import SEGMENT_SCHEMA, SegmentReader
+from ckpt_archive.format.objects import SEGMENT_SCHEMA, SegmentReader, encode_segment
 
 from .conftest import BACKENDS, open_backend
 
@@ -189,9 +189,10 @@ def test_archive_stores_appended_messages_as_append_deltas(archive_url: Any) -> 
     assert fresh.load("m").messages == messages  # type: ignore[union-attr]
 
 
-def test_a_segment_without_the_target_column_is_refused() -> None:
+@pytest.mark.parametrize("column", ["target", "thread_id"])
+def test_a_segment_without_a_column_is_refused(column: str) -> None:
     """One format version: a segment lacking a column of ``SEGMENT_SCHEMA`` is not read as state ops."""
-    old_schema = pa.schema([f for f in SEGMENT_SCHEMA if f.name != "target"])
+    old_schema = pa.schema([f for f in SEGMENT_SCHEMA if f.name != column])
     rows = {
         "thread_id": ["t"],
         "checkpoint_id": ["c"],
@@ -201,12 +202,23 @@ def test_a_segment_without_the_target_column_is_refused() -> None:
         "key": ["a"],
         "path": ['["a"]'],
         "value": ["1"],
+        "target": [None],
     }
     buf = io.BytesIO()
-    table = pa.table(rows, schema=old_schema.with_metadata({b"ckpt_archive.format_version": b"1"}))
+    schema = old_schema.with_metadata({b"ckpt_archive.format_version": b"1"})
+    table = pa.table({k: v for k, v in rows.items() if k != column}, schema=schema)
     pq.write_table(table, buf)
-    with pytest.raises(ca.TruncatedObject, match="no 'target' column"):
+    with pytest.raises(ca.TruncatedObject, match=f"no '{column}' column"):
         SegmentReader(buf.getvalue(), thread_id="t", key="k")
+
+
+def test_a_segment_of_another_thread_is_refused() -> None:
+    """A segment's rows name their thread: one put under another thread's folder (a forger who also
+    rewrites that thread's manifest to its digest) is a typed integrity error, not that thread's history."""
+    data, _ = encode_segment("theirs", [("c", 1, [{"op": "set", "path": ["a"], "value": 1}])])
+    assert SegmentReader(data, thread_id="theirs", key="k").ops("c", 0)[0]["value"] == 1
+    with pytest.raises(ca.ForeignRows, match="rows of thread 'theirs'"):
+        SegmentReader(data, thread_id="mine", key="k").ops("c", 0)
 
 
 # -- tampering with the stored bytes ---------------------------------------------------------------

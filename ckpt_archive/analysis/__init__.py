@@ -1,7 +1,7 @@
 """Offline analysis of an archive: pyarrow datasets, pandas/polars frames, reconstructed states.
 
-``open_dataset`` reads the Parquet delta segments directly (hive partitioned by
-``thread_id``): deltas of a thread's still-open segment live inline in the
+``open_dataset`` reads the Parquet delta segments directly (``thread_id`` is a
+column of each file, never inferred from its folder): deltas of a thread's still-open segment live inline in the
 commit log and appear there only after the next full snapshot or
 ``archive.compact(thread_id)``. ``checkpoints_frame``, ``changes_frame`` and
 ``states`` go through the archive API and are always complete.

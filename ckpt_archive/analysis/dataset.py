@@ -1,14 +1,16 @@
 """pyarrow datasets over an archive: the Parquet delta segments, and the manifest's checkpoint rows.
 
-The deltas are plain hive-partitioned Parquet (``thread_id=<percent-encoded>/deltas/*.parquet``,
-one row per delta operation, row groups of consecutive steps), so any engine reads
-them as they are; this module only finds the files (never the snapshots or the
-log next to them) and gives each file its partition expression
-``thread_id == <id>``, so that a filter on ``thread_id`` prunes whole folders
-and one on ``step`` skips row groups. The id comes from the folder name
-(percent-decoded, as hive readers do) except for ids too long for a key
-segment, whose folder is ``thread_id=@<sha256>``: their id is read from the
-segment's ``ckpt_archive.thread_id`` file metadata.
+The deltas are plain Parquet (``thread_id=<encoded>/deltas/*.parquet``, one row
+per delta operation, row groups of consecutive steps), so any engine reads them
+as they are; this module only finds the files (never the snapshots or the log
+next to them). The thread id is a column of every file, exactly as given: no
+reader (this one included) takes its values from the folder name, whose encoding
+hive readers garble (``007`` -> 7, ``__HIVE_DEFAULT_PARTITION__`` -> null, a
+hashed long id). Each file is given the partition expression ``thread_id == <id>``
+only as a pruning hint, so that a filter on ``thread_id`` skips whole files unread
+(one on ``step`` skips row groups): the id is this format's own exact decoding of
+the folder (``layout.decode_id``, not hive's), or for ids too long for a key
+segment (folder ``thread_id=@<sha256>``) the column of one of its files.
 
 Open segments: a thread's newest deltas stay inline in its commit log until the
 next full snapshot or ``archive.compact(thread_id)``; they are not in these files.
@@ -38,13 +40,8 @@ from .frames import Source, archive_of, checkpoints_table
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
-THREAD_META = b"ckpt_archive.thread_id"
-DELTA_SCHEMA = (
-    SEGMENT_SCHEMA
-    if "thread_id" in SEGMENT_SCHEMA.names
-    else pa.schema([pa.field("thread_id", pa.string()), *SEGMENT_SCHEMA])
-)
-"""Columns of ``open_dataset``: the segment's columns, with ``thread_id`` from the partition folder."""
+DELTA_SCHEMA = SEGMENT_SCHEMA
+"""Columns of ``open_dataset``: the segment's columns, ``thread_id`` among them (read from the files)."""
 
 DELTA_GLOB = "thread_id=*/deltas/*.parquet"
 """Where the delta segments are, relative to the archive root (for DuckDB, Dask, Spark...)."""
@@ -64,7 +61,7 @@ def open_dataset(
 ) -> ds.Dataset:
     """A pyarrow dataset over the archive's delta segments (default) or its checkpoint records.
 
-    ``kind="deltas"``: columns thread_id (from the folder), checkpoint_id, step, op, key,
+    ``kind="deltas"``: columns thread_id (from the files), checkpoint_id, step, op, key,
     path (JSON list), value (JSON text, null for ``del``), one row per operation in
     the order they apply within a checkpoint; ``threads`` limits the
     files listed. ``kind="checkpoints"``: the rows of ``checkpoints_table``
@@ -142,7 +139,8 @@ def _folder(path: str) -> str:
 
 
 def _thread_of_folder(fs: fsspec.AbstractFileSystem, paths: list[str]) -> dict[str, str]:
-    """Thread id of each ``thread_id=<enc>`` folder: decoded, or (hashed long id) read from a file's column."""
+    """Thread id of each ``thread_id=<enc>`` folder, for pruning: decoded, or (a hashed long id) read
+    from the ``thread_id`` column of one of its files (its footer and one small dictionary)."""
     out: dict[str, str] = {}
     for path in paths:
         folder = _folder(path)
@@ -151,9 +149,11 @@ def _thread_of_folder(fs: fsspec.AbstractFileSystem, paths: list[str]) -> dict[s
         thread = layout.decode_id(folder[len(layout.THREAD_PREFIX) :])
         if thread is None:
             with fs.open(path, "rb") as f:
-                meta = pq.ParquetFile(f).schema_arrow.metadata or {}
-            thread = meta.get(THREAD_META, b"").decode("utf-8", "replace")
-            if not thread:
-                raise TruncatedObject("delta segment does not name its thread", key=path)
+                file = pq.ParquetFile(f)
+                column = file.read_row_group(0, columns=["thread_id"]).column(0) if file.num_row_groups else None
+                names = [] if column is None else column.unique().to_pylist()
+            if len(names) != 1 or not isinstance(names[0], str) or not names[0]:
+                raise TruncatedObject("delta segment does not name its one thread", key=path)
+            thread = names[0]
         out[folder] = thread
     return out

@@ -207,7 +207,7 @@ class ChainReader:
             raise BrokenChain("chain does not start with a snapshot", thread_id=self.thread_id, checkpoint_id=cid)
         ops: Delta = []
         if ref["type"] == "segment":
-            ops = (await self._segment(rec)).ops(origin(rec), ref["row_group"])
+            ops = await self.segment_ops(rec)
         elif ref["type"] == "inline":
             ops = inline.get(cid, [])
         plain = crypto.open_ops(self.service.encryption, rec, self.service.archive_id, self.thread_id, ops)
@@ -216,6 +216,11 @@ class ChainReader:
         if decoded is not values:
             plain = [{**op, "value": v} for op, v in zip(plain, decoded, strict=True)]
         return apply_checkpoint(*content, plain)
+
+    async def segment_ops(self, rec: Record) -> Delta:
+        """A segment record's ops as stored (sealed when encrypted, blob references unresolved), its
+        segment checked: what a replay applies, and what ``copy_thread`` re-encodes for the copy."""
+        return (await self._segment(rec)).ops(origin(rec), rec["ref"]["row_group"])
 
     async def _unblob(self, rec: Record, value: Any) -> Any:
         """A stored value of ``rec`` (its snapshot's content, or its ops' values) with its blob

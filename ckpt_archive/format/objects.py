@@ -16,11 +16,19 @@ import pyarrow.parquet as pq
 
 from .. import codec, limits, versions
 from ..delta import Delta
-from ..errors import DigestMismatch, IntegrityError, ObjectTooLarge, TruncatedObject, UnsupportedFormatVersion
+from ..errors import (
+    DigestMismatch,
+    ForeignRows,
+    IntegrityError,
+    ObjectTooLarge,
+    TruncatedObject,
+    UnsupportedFormatVersion,
+)
 from .thrift import ThriftError, read_struct
 
 SEGMENT_SCHEMA = pa.schema(
     [
+        ("thread_id", pa.string()),
         ("checkpoint_id", pa.string()),
         ("step", pa.int64()),
         ("op", pa.string()),
@@ -30,14 +38,18 @@ SEGMENT_SCHEMA = pa.schema(
         ("target", pa.string()),
     ]
 )
-"""``target`` is null for a state op and ``"messages"`` for an op on the message list."""
+"""``thread_id`` is the thread's id exactly as given (never the folder's encoding), so a reader of the
+files alone needs no hive partition inference (which turns ``007`` into 7, mangles non-ASCII ids and
+reads ``__HIVE_DEFAULT_PARTITION__`` as null); ``target`` is null for a state op and ``"messages"``
+for an op on the message list."""
 # Statistics on JSON values would store each large value twice more (min/max); keep them where they
-# help predicate pushdown. The thread id comes from the hive partition folder.
+# help predicate pushdown. Not on thread_id: one thread per file, and its min/max would cost ~110 bytes
+# per segment (measured: +128 bytes per segment for the column without them, +238 with them).
 _PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "compression_level": 9,
     "write_statistics": ["step"],
-    "use_dictionary": ["checkpoint_id", "op", "key", "target"],
+    "use_dictionary": ["thread_id", "checkpoint_id", "op", "key", "target"],
     "write_page_index": False,
     # no ARROW:schema entry (~700 bytes of base64 per segment): the Parquet types read back the same
     "store_schema": False,
@@ -162,7 +174,7 @@ def encode_segment(
     its row group's compressed size (by the size of its ops), for listings and stats.
     """
     buf = io.BytesIO()
-    meta = {_META_VERSION: str(versions.FORMAT_VERSION).encode(), b"ckpt_archive.thread_id": thread_id.encode()}
+    meta = {_META_VERSION: str(versions.FORMAT_VERSION).encode()}
     schema = SEGMENT_SCHEMA
     groups: list[list[tuple[str, dict[str, list[Any]], int]]] = [[]]
     weight = 0
@@ -172,6 +184,7 @@ def encode_segment(
         cols: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
         for op in ops:
             path = op["path"]
+            cols["thread_id"].append(thread_id)
             cols["checkpoint_id"].append(checkpoint_id)
             cols["step"].append(step)
             cols["op"].append(op["op"])
@@ -203,7 +216,7 @@ def encode_segment(
     return data, placed
 
 
-_STRINGS = ["checkpoint_id", "op", "key", "path", "value", "target"]
+_STRINGS = ["thread_id", "checkpoint_id", "op", "key", "path", "value", "target"]
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = 0, 2, 8
 _ENCODINGS = {
@@ -307,7 +320,7 @@ class SegmentReader:
             )
         declared = sum(meta.column(c).total_uncompressed_size for c in range(meta.num_columns))
         limits.check_read("row group", declared, what, **where)
-        columns = ["checkpoint_id", "op", "path", "value", "target"]
+        columns = ["thread_id", "checkpoint_id", "op", "path", "value", "target"]
         chunks = {meta.column(c).path_in_schema: meta.column(c) for c in range(meta.num_columns)}
         paged = sum(self._pages(chunks[name], meta.num_rows, f"column {name!r} of {what}", where) for name in columns)
         limits.check_read("row group", paged, f"{what} (its pages)", **where)
@@ -318,15 +331,29 @@ class SegmentReader:
                 if pa.types.is_dictionary(chunk.type):
                     decoded += pc.sum(pc.take(pc.binary_length(chunk.dictionary), chunk.indices)).as_py() or 0
         limits.check_read("row group", decoded, f"{what} (decoded)", **where)
+        self._check_thread(table.column("thread_id"), what, where)
         # the size is known now: Arrow expands the dictionaries (to Python, element by element through
         # dictionary scalars, that was half the cost of listing a thread)
-        rows = {name: _plain(table.column(name)).to_pylist() for name in columns}
+        rows = {name: _plain(table.column(name)).to_pylist() for name in columns if name != "thread_id"}
         # each path and value is parsed on its own (``ops``): what those parses may build is bounded
         # here, on the text, before any of them runs (a bytes bound alone lets ``[],[],…`` cost 20x)
         texts = [t for t in (*rows["path"], *rows["value"]) if t is not None]
         count = sum(t.count(",") + t.count("[") + t.count("{") for t in texts)
         limits.check_values("row group", count if count > limits.VALUES["row group"] else None, what, **where)
         return rows
+
+    def _check_thread(self, column: pa.ChunkedArray, what: str, where: dict[str, Any]) -> None:
+        """Every row names the thread the segment is read for: a segment copied or moved under
+        another thread by hand (or a copy that kept its source's rows) is refused, not replayed
+        as this thread's history. Checked on the dictionaries (one entry per row group), not per row."""
+        names: set[Any] = set()
+        for chunk in column.chunks:
+            if chunk.null_count:
+                names.add(None)
+            names.update((chunk.dictionary if pa.types.is_dictionary(chunk.type) else chunk).to_pylist())
+        if names - {self.thread_id}:
+            other = sorted(repr(n)[:80] for n in names - {self.thread_id})[0]
+            raise ForeignRows(f"{what} holds rows of thread {other}, not of the thread it is read for", **where)
 
     def _pages(self, chunk: Any, rows: int, what: str, where: dict[str, Any]) -> int:
         """The bytes the pages of a column chunk decompress to, by their own headers: what pyarrow

@@ -1,21 +1,28 @@
 """Copying checkpoints into new threads (fork, copy_thread), each one commit (``ThreadLog.commit``).
 
-Copies reuse the stored objects: snapshots and Parquet segments are copied
-server-side (``fs.copy``: S3 CopyObject...) under the new thread, and their
-references record the ``origin`` checkpoint id the object was written for,
-so nothing is decoded and re-encoded. A fork that starts at a delta writes one
-full snapshot of that checkpoint, the only object the new thread needs.
+Snapshots (and their pages) are copied server-side (``fs.copy``: S3 CopyObject...)
+under the new thread, and their references record the ``origin`` checkpoint id
+the object was written for, so nothing is decoded and re-encoded. Parquet
+segments are re-encoded instead (``encode_segment``), because their rows name
+their thread and checkpoints (``thread_id``, ``checkpoint_id`` columns) and a
+reader of the files alone must see the copy's ids, never the source's: one GET
+and one PUT per segment, the rows of checkpoints no longer in the source dropped.
+A fork that starts at a delta writes one full snapshot of that checkpoint, the
+only object the new thread needs.
 """
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from .. import codec
 from ..engine import Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
 from ..format import layout
 from ..format.manifest import Manifest, Record
+from ..format.objects import encode_segment
 from ..ids import mint_checkpoint_id
 from ..model import RESERVED_PREFIX
 from ..retention import PINNED_KEY
@@ -33,12 +40,36 @@ def _copied_ref(dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> A
         if ref.get("pages"):  # the shared pages it needs, under the new thread
             ref["pages"] = [{**p, "key": layout.page_key(dst, p["digest"])} for p in ref["pages"]]
             copies.update({old["key"]: new["key"] for old, new in zip(rec["ref"]["pages"], ref["pages"], strict=True)})
-    elif ref["type"] == "segment":
-        key = copies.get(ref["key"]) or f"{layout.thread_dir(dst)}/deltas/{ref['key'].rsplit('/', 1)[-1]}"
-        copies[ref["key"]] = key
     else:
         return ref
     return {**ref, "key": key, "origin": ref.get("origin", rec["id"])}
+
+
+async def _segments_for(
+    engine: Engine, src: Manifest, dst: str, mapping: dict[str, str]
+) -> tuple[dict[str, tuple[dict[str, Any], int]], list[tuple[str, bytes]]]:
+    """Each segment ``src``'s records reference, re-encoded for thread ``dst`` with the copy's
+    checkpoint ids (``mapping``): ({source id: (new ref, bytes)}, objects to put). Each source
+    segment is read (and checked) once, through the one replay's reader."""
+    by_key: dict[str, list[Record]] = {}
+    for rec in src.records.values():
+        if rec["ref"]["type"] == "segment":
+            by_key.setdefault(rec["ref"]["key"], []).append(rec)
+    reader = engine.contents.reader(src.thread_id, cache=False, walk=True)
+    refs: dict[str, tuple[dict[str, Any], int]] = {}
+    objects: list[tuple[str, bytes]] = []
+    for recs in by_key.values():
+        entries = [(mapping[rec["id"]], int(rec["step"]), await reader.segment_ops(rec)) for rec in recs]
+        data, placed = encode_segment(dst, entries)
+        key = layout.segment_key(dst, entries[0][1], uuid.uuid4().hex[:16])
+        objects.append((key, data))
+        for rec in recs:
+            group, size = placed[mapping[rec["id"]]]
+            ref = {"type": "segment", "key": key, "sha256": codec.sha256(data), "size": len(data), "row_group": group}
+            if rec["ref"].get("blobs"):  # the ops still reference them: blobs are shared, not copied
+                ref["blobs"] = rec["ref"]["blobs"]
+            refs[rec["id"]] = (ref, size)
+    return refs, objects
 
 
 def _into_new(dst: str, m: Manifest) -> None:
@@ -93,14 +124,15 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
 async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[str, str]:
     """Copy every checkpoint of ``src_thread`` into the new thread ``dst_thread``: {old id: new id}.
 
-    Only objects the kept records reference are copied (server-side), never
-    tombstoned ones or the old log; the copy is one commit.
+    Only objects the kept records reference are copied (snapshots server-side, segments
+    re-encoded with the copy's ids), never tombstoned ones or the old log; the copy is one commit.
     """
     _refuse_encrypted(engine, "copy_thread")
     layout.thread_dir(dst_thread)
     await engine.root.check()
     src = await engine.log.manifest(src_thread)
     mapping = {cid: mint_checkpoint_id(dst_thread) for cid in src.records}
+    segments, objects = await _segments_for(engine, src, dst_thread, mapping)
 
     async def plan(m: Manifest, attempt: int) -> Plan[dict[str, str]]:
         copies: dict[str, str] = {}
@@ -114,12 +146,14 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
                 "parent": mapping.get(parent) if parent is not None else None,
                 "ref": _copied_ref(dst_thread, rec, new_id, copies),
             }
+            if cid in segments:
+                record["ref"], record["bytes"] = segments[cid]
             action: dict[str, Any] = {"action": "add", "record": record}
             if rec["ref"]["type"] == "inline":
                 action["ops"] = src.inline.get(cid, [])
             actions.append(action)
         _into_new(dst_thread, m)
-        return Plan(actions, mapping, copies=copies)
+        return Plan(actions, mapping, objects=objects, copies=copies)
 
     if not src.records:
         return {}
