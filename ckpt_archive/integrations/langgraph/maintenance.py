@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ...errors import CheckpointError
-from ...model import Checkpoint, CheckpointInfo, uuid7
+from ...model import Checkpoint, CheckpointInfo
 from ...ops.gc import check_grace
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, split_thread
