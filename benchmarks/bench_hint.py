@@ -1,18 +1,20 @@
-"""What each setting of the head hint's one knob (``HINT_LAG``) costs on S3: requests by method and
-sequential round trips per save, per cold ``load`` and per cold ``ArchiveSaver.get_tuple``.
+"""What each head hint policy (``hint_every``, a writer's setting: ``open_archive(hint_every=...)``) costs on
+S3: requests by method and sequential round trips per save, per cold ``load`` and per cold
+``ArchiveSaver.get_tuple`` (with and without pending writes on the head).
 
-``HINT_LAG = 0`` is "a hint with every commit" (no skipped hint, readers probe ``seq`` and ``seq+1``,
-no trailing delta applied); 1 is the format's value (docs/design/005-head-hint.md); larger values
-show where "one PUT per plain save" leads. The knob is a module constant read at call time, so the
-script sets it for each run (a benchmark only: an archive's readers and writers share one value).
+``hint_every = 1`` is "a hint with every commit"; 16 is the default (docs/design/005-head-hint.md): a plain
+delta save writes its commit entry alone, and the hint goes with snapshots, compactions and maintenance,
+and with a plain delta once the newest hint is that many commits behind. Readers probe a fixed window
+(``PROBE_WINDOW``) past the hint whatever the writer chose.
 
 W1's first ``--steps`` steps on a fresh moto server per run, ``full_snapshot_interval=10``, through
 ``ckpt_archive.storage.RoundTrips(latency=...)`` (our store interface: every request counted, S3
 listings included), requests counted by method at the server. After every save a new store object
 (its own S3 client) reads the latest checkpoint: native ``load`` after native saves, LangGraph's
-``get_tuple`` after ``ArchiveSaver.put``s, so cold reads see the hint at every distance from the log.
+``get_tuple`` after ``ArchiveSaver.put``s (then after one ``put_writes`` on that head), so cold reads see
+the hint at every distance from the log.
 
-    .venv/bin/python benchmarks/bench_hint.py [--steps 60 --latency-ms 20 --lags 0,1,3]
+    .venv/bin/python benchmarks/bench_hint.py [--steps 60 --latency-ms 20 --every 1,4,16]
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from typing import Any
 from bench_core import states
 
 import ckpt_archive as ca
-from ckpt_archive.format import manifest
 from ckpt_archive.storage import RoundTrips
 from ckpt_archive.testing import S3Server
 
@@ -74,10 +75,10 @@ def measured(server: S3Server, trips: RoundTrips, op: Callable[[], Any]) -> tupl
     return result, Counter(server.requests), trips.depth
 
 
-def native(server: S3Server, url: str, data: list[dict[str, Any]], latency: float, tally: Tally) -> None:
+def native(server: S3Server, url: str, data: list[dict[str, Any]], latency: float, tally: Tally, every: int) -> None:
     opts = server.storage_options()
     trips = RoundTrips(ca.open_store(url, opts), latency=latency)
-    writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=INTERVAL)
+    writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=INTERVAL, hint_every=every)
     writer.save(ca.Checkpoint.new("chat", data[0], step=0))  # creates the archive: not measured
     for step, state in enumerate(data[1:], 1):
         ckpt = ca.Checkpoint.new("chat", state, step=step)
@@ -90,36 +91,41 @@ def native(server: S3Server, url: str, data: list[dict[str, Any]], latency: floa
         tally.add("cold load", reqs, depth)
 
 
-def langgraph(server: S3Server, url: str, data: list[dict[str, Any]], latency: float, tally: Tally) -> None:
+def langgraph(server: S3Server, url: str, data: list[dict[str, Any]], latency: float, tally: Tally, every: int) -> None:
     from peers import LangGraphStore
 
     from ckpt_archive.integrations.langgraph import ArchiveSaver
 
     opts = server.storage_options()
     trips = RoundTrips(ca.open_store(url, opts), latency=latency)
-    store = LangGraphStore(ArchiveSaver(ca.ArchiveCheckpointer(trips, full_snapshot_interval=INTERVAL)))
+    writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=INTERVAL, hint_every=every)
+    store = LangGraphStore(ArchiveSaver(writer))
     store.save("chat", 0, data[0])
+    config = LangGraphStore.config("chat")
     for step, state in enumerate(data[1:], 1):
         _, reqs, depth = measured(server, trips, lambda: store.save("chat", step, state))  # noqa: B023
         tally.add("snapshot put" if step % INTERVAL == 0 else "delta put", reqs, depth)
-        cold = RoundTrips(ca.open_store(url, opts), latency=latency)
-        saver = ArchiveSaver(ca.ArchiveCheckpointer(cold))
-        config = LangGraphStore.config("chat")
-        found, reqs, depth = measured(server, cold, lambda: saver.get_tuple(config))  # noqa: B023
-        assert found is not None and found.checkpoint["channel_values"] == state
-        tally.add("cold get_tuple", reqs, depth)
+        for writes in (False, True):
+            if writes:  # a task's write on the head (an interrupted superstep): read apart by get_tuple
+                head = LangGraphStore.config("chat", store._head["chat"][0])
+                store.saver.put_writes(head, [("messages", f"write {step}")], f"task-{step}")
+            cold = RoundTrips(ca.open_store(url, opts), latency=latency)
+            saver = ArchiveSaver(ca.ArchiveCheckpointer(cold))
+            found, reqs, depth = measured(server, cold, lambda: saver.get_tuple(config))  # noqa: B023
+            assert found is not None and found.checkpoint["channel_values"] == state
+            assert len(found.pending_writes or []) == int(writes)
+            tally.add("cold get_tuple, pending writes" if writes else "cold get_tuple", reqs, depth)
 
 
-def run(lag: int, steps: int, latency: float) -> dict[str, Any]:
-    manifest.HINT_LAG = lag
+def run(every: int, steps: int, latency: float) -> dict[str, Any]:
     server = S3Server().start()
     try:
         data = states(steps)
         tally = Tally()
-        native(server, server.make_bucket(f"hint-native-{lag}") + "/w1", data, latency, tally)
+        native(server, server.make_bucket(f"hint-native-{every}") + "/w1", data, latency, tally, every)
         if "langgraph" in sys.modules or _has_langgraph():
-            langgraph(server, server.make_bucket(f"hint-lg-{lag}") + "/w1", data, latency, tally)
-        return {"lag": lag, "ops": tally.rows()}
+            langgraph(server, server.make_bucket(f"hint-lg-{every}") + "/w1", data, latency, tally, every)
+        return {"every": every, "ops": tally.rows()}
     finally:
         server.stop()
 
@@ -132,22 +138,22 @@ def _has_langgraph() -> bool:
     return True
 
 
-def render(rows: list[dict[str, Any]], steps: int, latency_ms: float, lags: str) -> str:
+def render(rows: list[dict[str, Any]], steps: int, latency_ms: float, every: str) -> str:
     lines = [
         f"Command: `.venv/bin/python benchmarks/bench_hint.py --steps {steps} --latency-ms {latency_ms:g} "
-        f"--lags {lags}`: W1's first {steps} steps on moto, `full_snapshot_interval={INTERVAL}`, {latency_ms:g} ms "
+        f"--every {every}`: W1's first {steps} steps on moto, `full_snapshot_interval={INTERVAL}`, {latency_ms:g} ms "
         "added to every request (`RoundTrips(latency=...)`); a cold read after every save. Requests are means "
         "per operation, counted at the server; USD per million operations at S3 Standard request prices "
         "(PUT/LIST $0.005, GET $0.0004 per 1,000).",
         "",
-        "| HINT_LAG | operation | n | requests (mean, by method) | USD per million | round trips (mean / max) |",
+        "| hint_every | operation | n | requests (mean, by method) | USD per million | round trips (mean / max) |",
         "|---" * 6 + "|",
     ]
     for r in rows:
         for kind, op in r["ops"].items():
             reqs = ", ".join(f"{m} {c:.2f}" for m, c in op["requests"].items())
             lines.append(
-                f"| {r['lag']} | {kind} | {op['n']} | {reqs} | {op['usd_per_million']:.2f} "
+                f"| {r['every']} | {kind} | {op['n']} | {reqs} | {op['usd_per_million']:.2f} "
                 f"| {op['rt_mean']:.2f} / {op['rt_max']} |"
             )
     return "\n".join(lines) + "\n"
@@ -157,15 +163,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--lags", default="0,1,3")
+    parser.add_argument("--every", default="1,4,16")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    default = manifest.HINT_LAG
-    try:
-        rows = [run(int(lag), args.steps, args.latency_ms / 1000) for lag in args.lags.split(",")]
-    finally:
-        manifest.HINT_LAG = default
-    text = render(rows, args.steps, args.latency_ms, args.lags)
+    rows = [run(int(every), args.steps, args.latency_ms / 1000) for every in args.every.split(",")]
+    text = render(rows, args.steps, args.latency_ms, args.every)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "hint.json").write_text(json.dumps(rows))
     (args.out / "hint.md").write_text(text)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .archive import ArchiveCheckpointer, Encryption, open_archive
+from .engine.root import HINT_EVERY
 from .errors import CheckpointError
 
 ENV_PREFIX = "CKPT_ARCHIVE_"
@@ -76,6 +77,7 @@ class ArchiveSettings(BaseSettings):
     url: str = Field(min_length=1)
     storage_options: dict[str, Any] = Field(default_factory=dict)
     full_snapshot_interval: int = Field(default=10, ge=1)
+    hint_every: int = Field(default=HINT_EVERY, ge=1)  # the writer's head hint policy (``open_archive``)
     single_writer: bool = False
     retention: RetentionDefaults = Field(default_factory=RetentionDefaults)
     gc_grace: timedelta | None = None  # the archive's (its marker's); given, only a new archive takes it
@@ -128,6 +130,7 @@ class ArchiveSettings(BaseSettings):
             self.url,
             storage_options=self.storage_options or None,
             full_snapshot_interval=self.full_snapshot_interval,
+            hint_every=self.hint_every,
             single_writer=self.single_writer,
             gc_grace=self.gc_grace,
             encryption=self.encryption(),

@@ -431,8 +431,8 @@ def test_a_forged_fold_tombstone_reaches_no_log(tmp_path: Path) -> None:
     the reader replays the log in its place (which tombstones nothing)."""
     root = _ROOTS["root"] = tmp_path / "a"
     cp, mine, _ = _two_threads(root)
-    hint = unseal(run_sync(cp.store.get(layout.head_key("t"))), "hint", kind="head hint")
-    fold_key = layout.manifest_key("t", hint["manifest_seq"])
+    folds = [n for n in os.listdir(root / layout.thread_dir("t") / "_log") if n.endswith(layout.FOLDED_SUFFIX)]
+    fold_key = f"{layout.thread_dir('t')}/_log/{max(folds)}"  # the newest: the one gc cuts the log below
     fold = unseal(run_sync(cp.store.get(fold_key)), "fold", kind="folded manifest")
     at = datetime.fromtimestamp(time.time() - 90 * 60, UTC).isoformat()
     fold["tombstones"] = {layout.log_key("t", 1): {"at": at, "size": 1}, layout.head_key("t"): {"at": at, "size": 1}}

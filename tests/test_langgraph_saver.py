@@ -430,9 +430,10 @@ def test_a_message_mutated_in_place_between_puts_is_stored_as_it_is_now() -> Non
 
 
 def test_a_cold_get_tuple_is_two_round_trips_after_every_put() -> None:
-    """The saver writes the head hint with every put (``Root.hint_lag = 0``): a cold ``get_tuple`` lists
-    the pending writes of the head the hint names beside the probes of the log, so a hint trailing by
-    one put would cost it a third round trip and a second LIST (docs/design/005-head-hint.md)."""
+    """``from_url`` writes the head hint with every put (``hint_every=SAVER_HINT_EVERY``, the setting, not a
+    mutation of the archive): a cold ``get_tuple`` lists the pending writes of the head the hint names
+    beside the probes of the log, so a hint trailing by one put would cost it a fourth round trip and a
+    second LIST (docs/design/005-head-hint.md)."""
     url = "memory://lg-hint-every-put"
     saver = ArchiveSaver.from_url(url, full_snapshot_interval=10)
     last = None

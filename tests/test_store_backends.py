@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import fsspec
@@ -78,3 +79,32 @@ def test_archive_at_bucket_root(backend: str, archive_url: Any) -> None:
     cp.save(ca.Checkpoint.new("t", {"a": 1}))
     assert cp.threads() == ["t"]
     assert ca.open_archive(bucket_url, storage_options=opts).load("t").state == {"a": 1}  # type: ignore[union-attr]
+
+
+def test_a_plain_save_on_local_disk_is_one_file_one_fsync_and_no_mkdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20: a plain delta save creates its commit entry only (temp file, fsync, link), and no
+    ``mkdir`` once the thread's folders exist (the OS calls are counted, and still made)."""
+    import os
+
+    root = tmp_path / "a"
+    archive = ca.open_archive(str(root), full_snapshot_interval=1000, hint_every=1000)
+    for step in range(3):
+        archive.save(ca.Checkpoint.new("t", {"n": step, "pad": "x" * 100}, step=step))
+    calls: dict[str, int] = {}
+    for name in ("fsync", "link", "mkdir", "replace"):
+        real = getattr(os, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            calls[_name] = calls.get(_name, 0) + 1
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(os, name, counted)
+    before = {p for p in root.rglob("*") if p.is_file()}
+    for step in range(3, 13):
+        archive.save(ca.Checkpoint.new("t", {"n": step, "pad": "x" * 100}, step=step))
+    monkeypatch.undo()
+    created = {p for p in root.rglob("*") if p.is_file()} - before
+    assert sorted(p.name for p in created) == [f"{seq:020d}.json.zst" for seq in range(4, 14)]
+    assert calls == {"fsync": 10, "link": 10}, calls

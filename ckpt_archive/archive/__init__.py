@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from ..engine.root import HINT_EVERY
 from ..format.crypto import Encryption
 from ..ops.verify import Problem, RestoredState, VerifyReport
 from ..storage import ObjectStore, open_store
@@ -31,6 +32,7 @@ def open_archive(
     gc_grace: timedelta | None = None,
     encryption: Encryption | None = None,
     create: bool = False,
+    hint_every: int = HINT_EVERY,
 ) -> ArchiveCheckpointer:
     """Open an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://.
 
@@ -42,6 +44,12 @@ def open_archive(
     older manifest keep working), and how old leftovers must be before ``gc`` deletes them. It is
     the archive's, recorded in its marker by the save that creates it (1 h if not given): every
     process uses that one, and opening an existing archive with another raises ``GraceMismatch``.
+
+    ``hint_every``: this writer's head hint policy (recorded nowhere; readers find the latest
+    checkpoint whatever it is, only their cost changes): a plain delta save writes its commit entry
+    alone, the hint goes with snapshots, compactions and maintenance, and with a plain delta once the
+    newest hint is ``hint_every`` commits behind (5; 1: with every commit, which also makes the
+    deletion of a newest commit entry detectable, docs/guarantees.md).
     """
     store = open_store(url, storage_options, single_writer=single_writer)
     return ArchiveCheckpointer(
@@ -51,4 +59,5 @@ def open_archive(
         gc_grace=gc_grace,
         encryption=encryption,
         create=create,
+        hint_every=hint_every,
     )

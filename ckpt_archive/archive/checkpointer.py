@@ -40,7 +40,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     def __init__(self, store: ObjectStore, *, state_cache: int = 32, **settings: Unpack[Settings]) -> None:
         """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (a new archive's; 1 h), ``encryption``,
-        ``create`` (as ``open_archive`` documents them); ``state_cache``: contents kept in memory."""
+        ``create``, ``hint_every`` (5) (as ``open_archive`` documents them); ``state_cache``: contents kept
+        in memory."""
         self.engine = Engine(store, state_cache=state_cache, **settings)
 
     @property

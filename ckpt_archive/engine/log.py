@@ -33,7 +33,7 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..format import layout
-from ..format.manifest import Manifest, hint_due, hint_probes, unseal
+from ..format.manifest import Manifest, hint_due, hint_probes, next_window, unseal
 from ..format.parts import seal_parts
 from ..format.schema import check_commit, check_hint
 from ..storage import ObjectStore
@@ -61,6 +61,9 @@ class ThreadLog:
         self.folded_seq: dict[str, int | None] = {}
         self.hint_heads: dict[str, str] = {}  # the head a load last read from the hint (a save's known head)
         self.unusable_hints: set[str] = set()  # threads whose hint was there but unusable when last read
+        self.hinted: dict[str, int] = {}
+        """Thread -> seq of the newest head hint this writer put or read: a plain delta commit puts the
+        hint beside it only when that one is ``Root.hint_every`` commits behind (``hint_due``)."""
         self.found_ids: dict[str, str] = {}
         """Foreign checkpoint id -> the thread a look-up by id alone found it in (``ops.reads.find``), at
         most ``FOUND_IDS`` of them: the next look-up reads that thread, not every thread."""
@@ -93,16 +96,23 @@ class ThreadLog:
         self.folded_seq.pop(thread_id, None)
 
     # -- reading ---------------------------------------------------------------------
-    async def _fold_forward(self, m: Manifest) -> Manifest:
-        """Apply commits after ``m.seq`` until the first absent one (normally one 404)."""
+    async def _fold_forward(self, m: Manifest, window: int = 1) -> Manifest:
+        """Apply commits after ``m.seq`` until the first absent one, probing ``window`` of them in the first
+        round trip (a cached manifest: 1, normally one 404; past a whole window of a hint's probes: the
+        next), then ``next_window`` of that."""
+        first = True
         while True:
-            data = await self.store.get_or_none(layout.log_key(m.thread_id, m.seq + 1))
-            if data is None:
-                return m
-            if m is self.manifests.get(m.thread_id):
-                m = m.copy()
-            key = layout.log_key(m.thread_id, m.seq + 1)
-            m.apply_entry(unseal(data, f"commit {m.seq + 1}", thread_id=m.thread_id, key=key, kind="commit entry"))
+            if not first:
+                window = next_window(window)
+            first = False
+            keys = [layout.log_key(m.thread_id, m.seq + i) for i in range(1, window + 1)]
+            for key, data in zip(keys, await self.store.get_many(keys), strict=True):
+                if data is None:
+                    return m
+                if m is self.manifests.get(m.thread_id):
+                    m = m.copy()
+                what = f"commit {m.seq + 1}"
+                m.apply_entry(unseal(data, what, thread_id=m.thread_id, key=key, kind="commit entry"))
 
     @staticmethod
     async def _no_hint() -> None:
@@ -118,6 +128,7 @@ class ThreadLog:
                 return None
             doc = unseal(data, "head hint", thread_id=thread_id, kind="head hint")
             check_hint(doc, thread_id)
+            self.hinted[thread_id] = int(doc["seq"])
             return doc
         except (CorruptManifest, UnsupportedFormatVersion, ObjectTooLarge):
             self.unusable_hints.add(thread_id)
@@ -175,9 +186,10 @@ class ThreadLog:
         keys = [layout.log_key(thread_id, s) for s in range(start + 1, last + 1)]
         if base_seq:
             keys.insert(0, layout.manifest_key(thread_id, base_seq))
-        # the commits a hint may trail by (HINT_LAG) and the one after are fetched with the others: the
-        # last is usually absent, and then the manifest is known to be current without another round trip
-        ahead = hint_probes(last)[1:] if hint is not None else [last + 1]
+        # a window of the commits past the hint is fetched with the others: one of them is usually absent,
+        # and then the manifest is known to be current without another round trip (when all are there,
+        # the next window is probed: how far a hint trails is the writer's choice, never a reader's limit)
+        ahead = hint_probes(last, self.root.probe_window)[1:] if hint is not None else [last + 1]
         datas = await self.store.get_many([*keys, *(layout.log_key(thread_id, s) for s in ahead)])
         probes = datas[len(keys) :]
         del datas[len(keys) :]
@@ -198,7 +210,7 @@ class ThreadLog:
                 if hint is None:
                     raise
                 return await self._rebuild(thread_id, None, cache=cache)
-            except CorruptManifest as exc:
+            except (CorruptManifest, ObjectTooLarge) as exc:  # a fold is optional: the log replaces it
                 m, base_seq = await self._replay_to(thread_id, base_seq, exc)
         else:
             m = Manifest(thread_id)
@@ -219,9 +231,9 @@ class ThreadLog:
                     data, f"commit {seq}", thread_id=thread_id, key=layout.log_key(thread_id, seq), kind="commit entry"
                 )
             )
-        return await self._fold_forward(m)
+        return await self._fold_forward(m, next_window(len(ahead)))
 
-    async def _replay_to(self, thread_id: str, seq: int, error: CorruptManifest) -> tuple[Manifest, int | None]:
+    async def _replay_to(self, thread_id: str, seq: int, error: CheckpointError) -> tuple[Manifest, int | None]:
         """The manifest as of ``seq`` without its (corrupt) folded copy, where that is provably safe.
 
         Commit entries are immutable and individually sealed, so an older good folded
@@ -319,7 +331,11 @@ class ThreadLog:
                     planned = await plan(m, attempt)
                     if not planned.actions:
                         return planned.result
-                    hint = routine and hint_due(m.seq + 1, planned.actions, self.root.hint_lag)
+                    compacts = any(a["action"] == "compact" for a in planned.actions)
+                    due = routine and hint_due(
+                        m.seq + 1, planned.actions, self.root.hint_every, self.hinted.get(thread_id)
+                    )
+                    hint = due and not compacts  # a compaction's goes with its fold, and names it
                     done = await self._attempt(m, planned, hint=hint, cache=cache)
                     if done is not None:
                         new, stored = done
@@ -328,9 +344,13 @@ class ThreadLog:
                         if cache:
                             self.manifests[thread_id] = new
                             self.read_at[thread_id] = time.monotonic()
-                        compacted = not routine or any(a["action"] == "compact" for a in planned.actions)
                         await self._publish(
-                            new, stored, compacted=compacted, hint=not routine, fold_first=fold is Fold.FIRST
+                            new,
+                            stored,
+                            compacted=not routine or compacts,
+                            hint=not routine or (due and compacts),
+                            fold_first=fold is Fold.FIRST,
+                            with_fold=routine and compacts,
                         )
                         return planned.result
                     attempt += 1
@@ -395,16 +415,24 @@ class ThreadLog:
                 "save the same checkpoint again to find out (a re-save, like a re-run of maintenance, is idempotent)"
             ) from exc
 
-    async def _put_hint(self, m: Manifest, stored: bytes) -> None:
-        """Best effort: a hint that failed only costs readers a few more reads (they probe past it)."""
+    async def _put_hint(self, m: Manifest, stored: bytes, *, fold: int | None = None) -> None:
+        """Best effort: a hint that failed only costs readers a few more reads (they probe past it).
+        ``fold``: the fold it names (default: the newest this writer wrote or read)."""
+        names = fold if fold is not None else self.folded_seq.get(m.thread_id)
         with contextlib.suppress(Exception):  # not a crash or cancellation (BaseException)
-            await self.store.put(layout.head_key(m.thread_id), m.hint(self.folded_seq.get(m.thread_id), stored))
+            await self.store.put(layout.head_key(m.thread_id), m.hint(names, stored))
+            self.hinted[m.thread_id] = m.seq
 
-    async def _publish(self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool, fold_first: bool) -> None:
+    async def _publish(
+        self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool, fold_first: bool, with_fold: bool = False
+    ) -> None:
         """After commit ``m.seq`` (stored as ``entry``): rewrite the hint unless ``hint`` is False (it
-        went with the commit, or ``hint_due`` says the next commit's will cover it); after a compaction
+        went with the commit, or ``hint_due`` said a plain delta need not write it); after a compaction
         also fold the manifest. ``fold_first`` (maintenance, where latency does not matter): the hint
-        then names the new fold, so a gc run right after can collect the log before it."""
+        then names the new fold, so a gc run right after can collect the log before it. ``with_fold``
+        (a save's or ``compact``'s compaction): the hint is put at the same time as the fold and names
+        it (one round trip, not two; a hint naming a fold whose write failed costs readers the LIST of
+        the recovery path, and gc keeps the log from the newest fold it lists)."""
         # The commit already landed: a failed hint, part or fold only costs readers a few more
         # reads (they probe past the hint and rebuild from the log), so none of it is an error.
         if not (hint or compacted):
@@ -413,23 +441,37 @@ class ThreadLog:
         if compacted and fold_first:
             results += await asyncio.gather(self._fold(m), return_exceptions=True)
         tasks: list[Any] = []
-        if hint:  # built now: it names the newest fold written so far
-            tasks.append(self._put_hint(m, entry))
+        prepared = None
         if compacted and not fold_first:
-            tasks.append(self._fold(m))
+            with contextlib.suppress(StateTooLarge):  # a fold over its bound is not written: readers fold the log
+                prepared = self._prepare_fold(m)
+            if prepared is not None:
+                tasks.append(self._write_fold(m, *prepared))
+        if hint:  # it names the newest fold written so far (as of now), or (with_fold) the one being written
+            names = m.seq if with_fold and prepared is not None else self.folded_seq.get(m.thread_id)
+            tasks.insert(0, self._put_hint(m, entry, fold=names))
         results += await asyncio.gather(*tasks, return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, Exception):
                 raise result  # a crash/cancellation is not swallowed
 
-    async def _fold(self, m: Manifest) -> None:
-        """Seal parts, then write the folded manifest; on success readers may start from it."""
+    def _prepare_fold(self, m: Manifest) -> tuple[list[tuple[str, bytes]], bytes, tuple[Any, ...]]:
+        """Seal the parts and build the folded manifest, with ``m``'s parts as they were before (to put
+        back if the write fails); ``StateTooLarge`` over a bound, ``m`` as it was."""
         before = (list(m.parts), list(m.part_ids), set(m.sealed), set(m.dirty))
         try:  # a part or a fold over its bound (limits) is refused: readers fold the log instead
-            objects, folded = seal_parts(m), m.folded()
+            return seal_parts(m), m.folded(), before
         except StateTooLarge:
             m.parts, m.part_ids, m.sealed, m.dirty = before
             raise
+
+    async def _fold(self, m: Manifest) -> None:
+        """Seal parts, then write the folded manifest; on success readers may start from it."""
+        await self._write_fold(m, *self._prepare_fold(m))
+
+    async def _write_fold(
+        self, m: Manifest, objects: list[tuple[str, bytes]], folded: bytes, before: tuple[Any, ...]
+    ) -> None:
         written = await asyncio.gather(*(self.store.put(key, data) for key, data in objects), return_exceptions=True)
         failed = [r for r in written if isinstance(r, BaseException)]
         if failed:  # sealed parts first: the fold that names them must never exist without them

@@ -356,12 +356,14 @@ def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
     return chain, inline
 
 
-HINT_LAG = 1
-"""The one knob of the head hint (spec.md section 7, docs/design/005-head-hint.md): how many plain
-delta commits a hint may trail the log by after a clean save. The writer skips the hint of a plain
-delta save unless ``(seq - 1) % (HINT_LAG + 1) == 0`` (``hint_due``); a reader probes the
-``HINT_LAG + 1`` commits after the hint's in the round trip that reads the chain (``hint_probes``) and
-applies the run of deltas it finds (``appended``). 0 would write the hint with every commit."""
+MAX_WINDOW = 64
+"""The most commits past a hint a reader probes in one round trip (``hint_probes``, ``next_window``)."""
+
+
+def next_window(window: int) -> int:
+    """The window a reader probes after one it found whole (every commit in it there): twice as wide, up
+    to ``MAX_WINDOW``, so a hint ``k`` commits behind costs about ``log2(k / window)`` round trips more."""
+    return min(2 * window, MAX_WINDOW)
 
 
 def _plain_delta(actions: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -371,20 +373,22 @@ def _plain_delta(actions: list[dict[str, Any]]) -> dict[str, Any] | None:
     return actions[0] if actions[0]["record"]["ref"]["type"] in ("inline", "empty") else None
 
 
-def hint_due(seq: int, actions: list[dict[str, Any]], lag: int | None = None) -> bool:
-    """Must the commit ``seq`` made of ``actions`` rewrite the head hint? Always (compactions and
-    maintenance included), except for a plain delta save between two of every ``lag + 1`` seqs
-    (``lag``: the writer's, at most ``HINT_LAG``; None is ``HINT_LAG``): a later commit's hint
-    covers it, and readers apply it from the log meanwhile."""
-    lag = HINT_LAG if lag is None else min(lag, HINT_LAG)
-    return (seq - 1) % (lag + 1) == 0 or _plain_delta(actions) is None
+def hint_due(seq: int, actions: list[dict[str, Any]], every: int, hinted: int | None) -> bool:
+    """Must the commit ``seq`` made of ``actions`` write the head hint beside it? A commit that writes
+    other objects anyway (a snapshot, a compaction; maintenance always publishes one) does; a plain delta
+    (its one action adds an inline or empty delta) only when the newest hint this writer knows of
+    (``hinted``: its seq; None: none known) is ``every`` commits behind or more. The hint then trails the
+    log by fewer than ``every`` plain deltas after a clean save; readers apply them from the log."""
+    return _plain_delta(actions) is None or hinted is None or seq - hinted >= every
 
 
-def hint_probes(seq: int) -> list[int]:
-    """The commits a reader of a hint at ``seq`` reads beside its chain, in one round trip: ``seq``
-    (is it the commit the hint went out with?), the ``HINT_LAG`` it may trail by, and one more
-    (absent: nothing else followed)."""
-    return [seq + i for i in range(HINT_LAG + 2)]
+def hint_probes(seq: int, window: int) -> list[int]:
+    """The commits a reader of a hint at ``seq`` reads beside its chain, in one round trip: ``seq`` (is it
+    the commit the hint went out with?) and the ``window`` after it (an absent one: nothing else
+    followed). A reader's choice, not the format's (ckpt_archive: ``Root.probe_window``, the farthest its
+    own writes let a hint trail, at most ``MAX_WINDOW``): how far a hint trails is each writer's, which
+    changes what a reader pays (``next_window`` when the window is whole), never what it finds."""
+    return [seq + i for i in range(min(max(window, 1), MAX_WINDOW) + 1)]
 
 
 def appended(docs: list[dict[str, Any]], thread_id: str, seq: int, head: str) -> list[tuple[Record, Delta]] | None:

@@ -32,6 +32,7 @@ from ..format.manifest import (
     appended,
     hint_chain,
     hint_probes,
+    next_window,
     record_info,
     unseal,
 )
@@ -82,15 +83,18 @@ def cached_head(engine: Engine, thread_id: str) -> CheckpointInfo | None:
 
 
 async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -> tuple[Record, Content] | None:
-    """The thread's head and its content from the hint, when the hint is current or trails the log by
-    a run of at most ``HINT_LAG`` appended deltas (the commits after it are probed while the chain's
-    objects are fetched: ``hint_probes``); None when the log has moved on otherwise."""
+    """The thread's head and its content from the hint, when the hint is current or trails the log by a
+    run of appended deltas (the commits after it are probed while the chain's objects are fetched:
+    ``hint_probes``, a window of this process's ``Root.probe_window``; a window found whole is followed by a
+    wider one, ``next_window``); None when the log has
+    moved on otherwise (the caller reads the manifest)."""
     chain, inline = hint_chain(hint)
     if not chain:
         return None
     seq, entry = int(hint["seq"]), hint["entry_sha256"]
     # the hint went out with its commit: is that commit the one at seq? (and the ones after it)
-    logs = [layout.log_key(thread_id, s) for s in hint_probes(seq)]
+    window = engine.root.probe_window  # as far as this process's own writes let a hint trail
+    logs = [layout.log_key(thread_id, s) for s in hint_probes(seq, window)]
     reader = engine.contents.reader(thread_id)
     keys = reader.needed([chain])  # what the state cache does not hold
     probes, datas = await asyncio.gather(engine.store.get_many(logs), engine.store.get_many(keys))
@@ -98,13 +102,21 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     if own is None or codec.sha256(own) != entry:  # its commit never landed, or lost the race
         return None
     reader.hold(keys, datas)
-    run = list(itertools.takewhile(lambda data: data is not None, probes))
-    if any(data is not None for data in probes[len(run) :]) or len(run) == len(probes):
-        return None  # more commits than the hint may trail by (or a gap in the log): the manifest says
+    run: list[bytes] = []
+    while True:
+        present = list(itertools.takewhile(lambda data: data is not None, probes))
+        if any(data is not None for data in probes[len(present) :]):
+            return None  # a gap in the log: the manifest says
+        run += [d for d in present if d is not None]
+        if len(present) < len(probes):
+            break
+        at, window = seq + len(run) + 1, next_window(window)  # the window was whole: the hint trails further
+        probes = list(await engine.store.get_many([layout.log_key(thread_id, s) for s in hint_probes(at, window)[:-1]]))
     docs = [
-        unseal(data, f"commit {seq + i}", thread_id=thread_id, key=logs[i], kind="commit entry")
+        unseal(
+            data, f"commit {seq + i}", thread_id=thread_id, key=layout.log_key(thread_id, seq + i), kind="commit entry"
+        )
         for i, data in enumerate(run, 1)
-        if data is not None
     ]
     found = appended(docs, thread_id, seq + 1, chain[-1]["id"])
     if found is None:

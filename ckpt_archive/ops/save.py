@@ -11,11 +11,11 @@ Save protocol (docs/format/spec.md has the normative version):
    raises ``CheckpointConflict``; an explicit fork (``parent_id``) re-reads the
    log and retries at the next seq. Payloads of a lost save are never
    referenced, so readers cannot see them;
-3. the head hint is rewritten at the same time as the commit is created (best effort; readers
-   probe past it anyway, and check that the entry it names is the one committed), except after a
-   plain delta the hint may trail (``hint_due``, ``HINT_LAG``; docs/design/005-head-hint.md): such a
-   save costs two writes instead of three. After a compaction the manifest is folded once the
-   commit has landed.
+3. a plain delta save is then done: one object, in one round trip. The head hint goes with it only
+   once the newest hint is ``hint_every`` commits behind (``hint_due``; docs/design/005-head-hint.md),
+   at the same time as the commit (best effort; readers probe past it anyway, and check that the
+   entry it names is the one committed). After a compaction the manifest is folded once the commit
+   has landed, and the hint naming that fold is put with it.
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -
 
 
 async def _check_hint(engine: Engine, doc: dict[str, Any], m: Manifest) -> None:
-    """A hint may trail the log (``HINT_LAG``, or two writers), never lead it: a hint naming a commit
+    """A hint may trail the log (a writer's ``hint_every``, or two writers), never lead it: a hint naming a commit
     past the newest one is the only trace a crashed save or a deleted newest commit leaves (unless
     that commit landed while this verify ran: it is looked for once more)."""
     check_hint(doc, m.thread_id)

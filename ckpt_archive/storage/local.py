@@ -126,11 +126,17 @@ def _copy_local(src: str, dst: str) -> None:
 
 
 def _write_local(path: str, data: bytes, exclusive: bool) -> None:
-    """Temp file in the same directory + fsync, then link (exclusive) or rename (replace)."""
+    """Temp file in the same directory + fsync, then link (exclusive) or rename (replace). The folder
+    is created only when the temp file cannot be (the first write into it): a plain save, one file in
+    the thread's existing ``_log/``, makes no ``mkdir`` call (``tests/test_store_backends.py``)."""
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f".tmp-{uuid.uuid4().hex}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(tmp, flags, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -49,6 +49,12 @@ from .maintenance import Maintenance
 from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
 from .serde import AllowedTypes, check_serde, keys_of, strict_serde
 
+SAVER_HINT_EVERY = 1
+"""``from_url``'s head hint policy (``open_archive(hint_every=...)``): a hint with every put (2 PUTs in one
+round trip). A cold ``get_tuple`` lists the pending writes of the head the hint names in the round trip
+that probes the log; behind a trailing hint the head is known only after it, and its writes cost one
+LIST and one round trip more (docs/design/005-head-hint.md has the figures). A saver built on an archive
+object uses that archive's policy."""
 PUT_RAW_LIMIT = 20_000
 """Values whose serialised bytes the saver keeps between puts, each under its base64 text (for 1 KB
 messages about 2.4 KB an entry, ~50 MB when full)."""
@@ -84,9 +90,6 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             check_serde(serde)
         super().__init__(serde=serde or strict_serde())
         self.archive = archive
-        # a hint with every put: a cold get_tuple lists the head's pending writes beside the probes of
-        # the log, which it can only do for the head the hint names (docs/design/005-head-hint.md)
-        archive.engine.root.hint_lag = 0
         self.store = archive.store
         self._states: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._state_cache = state_cache
@@ -110,11 +113,18 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         allowed_types: AllowedTypes = (),
         full_snapshot_interval: int = 10,
         single_writer: bool = False,
+        hint_every: int = SAVER_HINT_EVERY,
         **kw: Any,
     ) -> ArchiveSaver:
-        """A saver on the archive at ``url`` (path, file://, memory://, s3://, gs://, az://)."""
+        """A saver on the archive at ``url`` (path, file://, memory://, s3://, gs://, az://).
+
+        ``hint_every`` is ``open_archive``'s head hint policy, here by default ``SAVER_HINT_EVERY``."""
         archive = open_archive(
-            url, storage_options, full_snapshot_interval=full_snapshot_interval, single_writer=single_writer
+            url,
+            storage_options,
+            full_snapshot_interval=full_snapshot_interval,
+            single_writer=single_writer,
+            hint_every=hint_every,
         )
         return cls(archive, serde=serde, allowed_types=allowed_types, **kw)
 
