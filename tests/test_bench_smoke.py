@@ -79,7 +79,9 @@ def test_round_trip_benchmark_smoke(tmp_path: Path) -> None:
     cmd = [sys.executable, str(BENCH / "bench_rtt.py"), "--steps", "12", "--latency-ms", "5", "--out", str(tmp_path)]
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=180)
     rows = {r["store"]: r for r in json.loads((tmp_path / "rtt.json").read_text())}
-    assert rows["native"]["rt_load"] == 2 and rows["native"]["rt_max"] <= 3, rows  # saves: ids, commit + hint
+    assert rows["native"]["rt_load"] == 2 and rows["native"]["rt_max"] <= 3, (
+        rows
+    )  # saves: payloads, commit, fold + hint
     assert "| native |" in (tmp_path / "rtt.md").read_text()
 
 
