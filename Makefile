@@ -50,11 +50,12 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_save_cpu.py
 	$(PY) benchmarks/bench_peers.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_rtt.py
-	$(PY) benchmarks/bench_hint.py --steps 60 --latency-ms 20 --lags 0,1,3
+	$(PY) benchmarks/bench_hint.py --steps 60 --latency-ms 20 --every 1,5,16
 	$(PY) benchmarks/bench_graph.py
 	$(PY) benchmarks/bench_langgraph.py
 	$(PY) benchmarks/bench_postgres.py
 	$(PY) benchmarks/bench_prune.py
+	$(PY) benchmarks/bench_blobs.py --langgraph --out benchmarks/results/blobs.json
 	$(PY) benchmarks/perf_doc.py
 
 clean:

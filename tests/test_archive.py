@@ -11,12 +11,12 @@ import duckdb
 import fsspec
 import pyarrow.parquet as pq
 import pytest
-from ckpt_archive.format.manifest import seal, unseal
 
 import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
+from ckpt_archive.format.manifest import seal, unseal
 from ckpt_archive.storage import RoundTrips
 from ckpt_archive.testing import S3Server
 

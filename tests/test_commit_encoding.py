@@ -8,11 +8,11 @@ from typing import Any
 
 import fsspec
 import pytest
-from ckpt_archive.format.manifest import unseal
 
 import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive.format import layout
+from ckpt_archive.format.manifest import unseal
 
 
 def _grow(archive: ca.ArchiveCheckpointer, steps: int) -> list[ca.Checkpoint]:

@@ -11,12 +11,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from ckpt_archive.format.manifest import seal, unseal
 
 import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
+from ckpt_archive.format.manifest import seal, unseal
 
 SECRET = "TOP-SECRET-PAYLOAD"
 K1, K2 = os.urandom(32), os.urandom(32)

@@ -15,8 +15,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from ckpt_archive.format.manifest import seal, unseal
-from ckpt_archive.format.objects import SegmentReader, decode_snapshot_content
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +22,8 @@ import ckpt_archive as ca
 from ckpt_archive import codec
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
+from ckpt_archive.format.manifest import seal, unseal
+from ckpt_archive.format.objects import SegmentReader, decode_snapshot_content
 from ckpt_archive.model import uuid7
 from tests.test_retention import age, chat
 

@@ -12,12 +12,11 @@ import sys
 import atheris
 
 with atheris.instrument_imports():
-    from ckpt_archive.format.manifest import Manifest, unseal
-    from ckpt_archive.format.objects import SegmentReader, decode_snapshot_content
-
     from ckpt_archive import codec
     from ckpt_archive.errors import CheckpointError
     from ckpt_archive.format import pages
+    from ckpt_archive.format.manifest import Manifest, unseal
+    from ckpt_archive.format.objects import SegmentReader, decode_snapshot_content
 
 
 def one_input(data: bytes) -> None:
