@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from .codec import dumps, extends
@@ -90,13 +92,13 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: list[str], ops: D
 def _diff_list(before: list[Any], value: list[Any], path: list[str], ops: Delta) -> None:
     """Nothing, an ``append``, a ``splice`` or a ``set``: the cheapest op that turns ``before`` into ``value``.
 
-    The common case costs no serialisation (the new list starts with the very objects of the old one:
-    an append of the new items); then one canonical text of each list tells equal lists and an
+    The common case costs no serialisation (the new list starts with the very objects of the old one,
+    or the old one is empty: an append of the new items); then one canonical text of each list tells equal lists and an
     extension apart (``codec.extends``). Only a list edited in place pays one more pass, item by item
     from each end (identity first, then the item's text), for the common prefix ``p`` and suffix
     ``s``: a ``splice`` at ``p`` of the items in between, unless a ``set`` of the new list is smaller
     (nearly every item changed)."""
-    if before and len(value) >= len(before) and all(map(operator.is_, before, value)):  # same objects: same JSON
+    if len(value) >= len(before) and all(map(operator.is_, before, value)):  # same objects (or none): same JSON
         if len(value) > len(before):
             ops.append({"op": "append", "path": path, "value": value[len(before) :]})
         return
@@ -114,21 +116,22 @@ def _diff_list(before: list[Any], value: list[Any], path: list[str], ops: Delta)
     ops.append({"op": "set", "path": path, "value": value})
 
 
-def _same_item(a: Any, b: Any) -> bool:
-    """Exact JSON equality of two list items (identity first: the usual case costs no text)."""
-    return a is b or (type(a) is type(b) and dumps(a) == dumps(b))
+def _common(before: Iterable[Any], value: Iterable[Any], limit: int) -> int:
+    """How many leading items of two sequences (at most ``limit``) are equal as JSON: identity first
+    (shared objects, the usual case, cost no text), then the items' canonical texts."""
+    count = 0
+    for a, b in islice(zip(before, value, strict=False), limit):
+        if a is not b and (type(a) is not type(b) or dumps(a) != dumps(b)):
+            break
+        count += 1
+    return count
 
 
 def _splice(before: list[Any], value: list[Any]) -> dict[str, Any]:
     """The splice value turning ``before`` into ``value``: around the longest common prefix and suffix."""
     n, m = len(before), len(value)
-    shorter = min(n, m)
-    p = 0
-    while p < shorter and _same_item(before[p], value[p]):
-        p += 1
-    s = 0
-    while s < shorter - p and _same_item(before[n - 1 - s], value[m - 1 - s]):
-        s += 1
+    p = _common(before, value, min(n, m))
+    s = _common(reversed(before), reversed(value), min(n, m) - p)
     return {"at": p, "remove": n - p - s, "insert": value[p : m - s]}
 
 
