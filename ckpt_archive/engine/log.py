@@ -32,6 +32,7 @@ from ..errors import (
     StorageFull,
     UnsupportedFormatVersion,
 )
+from ..format import actions as A
 from ..format import layout
 from ..format.manifest import Manifest, hint_due, hint_probes, next_window, unseal
 from ..format.parts import seal_parts
@@ -284,7 +285,7 @@ class ThreadLog:
                 if isinstance(data, bytes):
                     doc = unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry")
                     check_commit(doc, thread_id, key)
-                    ids = [a["record"]["id"] for a in doc["actions"] if a.get("action") == "add"]
+                    ids = [a["record"]["id"] for a in doc["actions"] if a.get("action") == A.ADD]
                     if ids and all(cid in known for cid in ids):
                         continue
             for cid in ids or [None]:
@@ -331,7 +332,7 @@ class ThreadLog:
                     planned = await plan(m, attempt)
                     if not planned.actions:
                         return planned.result
-                    compacts = any(a["action"] == "compact" for a in planned.actions)
+                    compacts = any(a["action"] == A.COMPACT for a in planned.actions)
                     due = routine and hint_due(
                         m.seq + 1, planned.actions, self.root.hint_every, self.hinted.get(thread_id)
                     )

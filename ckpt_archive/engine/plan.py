@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
+from ..format.actions import Action
 from ..format.manifest import Manifest
 
 T = TypeVar("T")
@@ -21,7 +22,7 @@ class Plan(Generic[T]):
     ``result``. Payloads are data, not coroutines,
     so a plan that is not committed leaves nothing to close."""
 
-    actions: list[dict[str, Any]]
+    actions: Sequence[Action]
     result: T
     objects: list[tuple[str, bytes]] = field(default_factory=list)
     copies: dict[str, str] = field(default_factory=dict)

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import CorruptManifest
+from . import actions as A
 from . import layout
 
 REF_TYPES = frozenset({"snapshot", "segment", "inline", "empty"})
@@ -144,10 +145,10 @@ def check_commit(doc: dict[str, Any], thread_id: str, key: str | None = None) ->
         for action in actions:
             _need(isinstance(action, dict), "action is not an object")
             _need(isinstance(action.get("action"), str), "action has no name")
-            if action.get("action") == "add":
+            if action.get("action") == A.ADD:
                 _record(action.get("record"), thread_id)
                 _need(isinstance(action.get("ops", []), list), "ops is not a list")
-            elif action.get("action") == "compact":
+            elif action.get("action") == A.COMPACT:
                 check_object_key(action.get("key"), thread_id, "deltas")
                 _need(isinstance(action.get("sha256"), str) and _int(action.get("size")), "compact digest")
                 groups = action.get("row_groups")
@@ -191,19 +192,19 @@ def _aware(value: Any) -> bool:
 
 def _maintenance(action: dict[str, Any], thread_id: str) -> None:
     kind = action.get("action")
-    if kind == "remove":
+    if kind == A.REMOVE:
         _need(_strs(action.get("ids")), "remove ids")
-    elif kind == "update":
+    elif kind == A.UPDATE:
         _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), "update action")
         if "ref" in action["set"]:
             _ref(action["set"]["ref"], thread_id)
-    elif kind == "tombstone":
+    elif kind == A.TOMBSTONE:
         objects = action.get("objects")
         _need(isinstance(objects, dict), "tombstone action")
         assert isinstance(objects, dict)
         for key, size in objects.items():
             _tombstoned(key, {"at": action.get("at"), "size": size}, thread_id)
-    elif kind == "purge":
+    elif kind == A.PURGE:
         _need(_strs(action.get("keys")), "purge keys")
 
 

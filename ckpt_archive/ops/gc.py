@@ -45,6 +45,7 @@ from typing import Any
 from ..engine import Engine, Fold, Plan, gc_floor
 from ..engine.folds import read_folded
 from ..errors import CheckpointError, CorruptManifest, MissingObject, UnsafeGcGrace
+from ..format import actions as A
 from ..format import layout
 from ..format.manifest import Manifest
 from ..format.parts import checked_part_refs
@@ -220,7 +221,7 @@ async def _collect_blobs(
 async def _purge(engine: Engine, thread_id: str, keys: set[str]) -> None:
     async def plan(m: Manifest, attempt: int) -> Plan[None]:
         gone = sorted(k for k in keys if k in m.tombstones)
-        return Plan([{"action": "purge", "keys": gone}] if gone else [], None)
+        return Plan([A.purge(gone)] if gone else [], None)
 
     await engine.log.commit(thread_id, plan, fold=Fold.WITH_HINT, cache=False)
 
