@@ -179,7 +179,7 @@ class ThreadLog:
         if hint is not None:
             base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
         else:  # no usable hint: one LIST of the log (recovery path only)
-            names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+            names = await self.store.list_dir(layout.log_dir(thread_id))
             commits, folded = layout.log_seqs(names)
             base_seq = max(folded) if folded else None
             last = max(commits) if commits else 0
@@ -241,7 +241,7 @@ class ThreadLog:
         manifest (or none) plus *every* commit up to ``seq`` gives exactly the state the
         corrupt copy held. If any of those commits is gone, nothing is guessed: ``error``.
         """
-        names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+        names = await self.store.list_dir(layout.log_dir(thread_id))
         bases = [s for s in layout.log_seqs(names)[1] if s < seq]
         for base in [*reversed(bases), 0]:
             keys = [layout.log_key(thread_id, s) for s in range(base + 1, seq + 1)]

@@ -49,7 +49,7 @@ def _ref(ref: Any, thread_id: str) -> None:
     if kind not in REF_TYPES:
         raise _Bad("ref has an unknown type")
     if kind == "snapshot" or kind == "segment":
-        check_object_key(ref.get("key"), thread_id, "snapshots" if kind == "snapshot" else "deltas")
+        check_object_key(ref.get("key"), thread_id, layout.SNAPSHOTS if kind == "snapshot" else layout.DELTAS)
         sha = ref.get("sha256")
         if not (isinstance(sha, str) and _SHA256.fullmatch(sha)):
             raise _Bad("ref sha256")
@@ -72,7 +72,7 @@ def _ref(ref: Any, thread_id: str) -> None:
             raise _Bad("page ref")
         if not _SHA256.fullmatch(digest):
             raise _Bad("page digest")
-        check_object_key(page.get("key"), thread_id, "pages")
+        check_object_key(page.get("key"), thread_id, layout.PAGES)
 
 
 def _record(rec: Any, thread_id: str) -> None:
@@ -149,7 +149,7 @@ def check_commit(doc: dict[str, Any], thread_id: str, key: str | None = None) ->
                 _record(action.get("record"), thread_id)
                 _need(isinstance(action.get("ops", []), list), "ops is not a list")
             elif action.get("action") == A.COMPACT:
-                check_object_key(action.get("key"), thread_id, "deltas")
+                check_object_key(action.get("key"), thread_id, layout.DELTAS)
                 _need(isinstance(action.get("sha256"), str) and _int(action.get("size")), "compact digest")
                 groups = action.get("row_groups")
                 _need(isinstance(groups, dict), "row_groups")
@@ -171,7 +171,7 @@ def _tombstoned(key: Any, entry: Any, thread_id: str) -> None:
     """What a tombstone may name: a payload object of its own thread, or a blob (which gc never deletes
     for one thread: only when no thread references it). Never the log, the parts, the hint or another
     thread's objects: gc deletes what a tombstone names."""
-    if isinstance(key, str) and key.startswith(layout.BLOBS + "/"):
+    if isinstance(key, str) and layout.is_blob_key(key):
         # the time the thread stopped referencing it: gc keeps the blob for the grace after (ops.gc)
         _need(layout.blob_of(key) is not None, f"tombstone names {key!r}, which is no blob")
     else:

@@ -51,7 +51,7 @@ class Rebase:
         }
         # blobs the thread references: a new snapshot of a content it holds needs none written (the
         # records that list them are in the manifest this commit is put against: spec.md section 5)
-        self.known_blobs = {key for key in m.referenced_keys() if key.startswith(layout.BLOBS + "/")}
+        self.known_blobs = {key for key in m.referenced_keys() if layout.is_blob_key(key)}
         self.writes: list[tuple[str, bytes]] = []
 
     async def prefetch(self, checkpoint_ids: Iterable[str]) -> None:
@@ -73,7 +73,7 @@ class Rebase:
             thread_id, rec["id"], key, content, self.known, self.known_blobs
         )
         self.known.update((p["digest"], p) for p in ref.get("pages", ()))
-        self.known_blobs.update(k for k, _ in objects if k.startswith(layout.BLOBS + "/"))
+        self.known_blobs.update(k for k, _ in objects if layout.is_blob_key(k))
         self.writes.extend(objects)
         digest = self.engine.contents.digests(content, thread_id)
         # an update merges into the record: a plain digest of the old content must not survive its encryption

@@ -237,7 +237,7 @@ def parent_blobs(m: Manifest, parent_id: str | None) -> set[str]:
     the thread, and gc keeps every blob a record of a thread it read lists (spec.md section 5)."""
     if parent_id is None:
         return set()
-    return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if key.startswith(layout.BLOBS + "/")}
+    return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if layout.is_blob_key(key)}
 
 
 def compact_action(m: Manifest) -> tuple[A.CompactAction, str, bytes] | None:
