@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import codec
-from ..engine import Engine, Plan
+from ..engine import MAINTENANCE, Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
 from ..format import actions as A
 from ..format import layout
@@ -119,7 +119,7 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
         _into_new(new_thread_id, m)
         return Plan([A.add(record)], new_id, objects=objects, copies=copies)
 
-    return await engine.log.commit(new_thread_id, plan)
+    return await engine.log.commit(new_thread_id, plan, MAINTENANCE)
 
 
 async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[str, str]:
@@ -156,4 +156,4 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
 
     if not src.records:
         return {}
-    return await engine.log.commit(dst_thread, plan)
+    return await engine.log.commit(dst_thread, plan, MAINTENANCE)

@@ -42,7 +42,7 @@ import posixpath
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..engine import Engine, Fold, Plan, gc_floor
+from ..engine import GC, Engine, Plan, gc_floor
 from ..engine.folds import read_folded
 from ..errors import CheckpointError, CorruptManifest, MissingObject, UnsafeGcGrace
 from ..format import actions as A
@@ -215,7 +215,7 @@ async def _purge(engine: Engine, thread_id: str, keys: set[str]) -> None:
         gone = sorted(k for k in keys if k in m.tombstones)
         return Plan([A.purge(gone)] if gone else [], None)
 
-    await engine.log.commit(thread_id, plan, fold=Fold.WITH_HINT, cache=False)
+    await engine.log.commit(thread_id, plan, GC)
 
 
 def _owned_upload(key: str) -> bool:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from .. import codec, limits
-from ..engine import Engine, Plan
+from ..engine import MAINTENANCE, Engine, Plan
 from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
 from ..format import actions as A
 from ..format import layout
@@ -127,7 +127,7 @@ async def prune(engine: Engine, thread_id: str, policy: RetentionPolicy, *, dry_
         kept = evaluate(policy, infos, datetime.now(UTC))
         return await plan_removal(engine, m, set(m.records) - set(kept), kept, dry_run=dry_run)
 
-    return await engine.log.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan, MAINTENANCE)
 
 
 async def remove(
@@ -142,7 +142,7 @@ async def remove(
         kept = {cid: ["not named"] for cid in m.records if cid not in wanted}
         return await plan_removal(engine, m, wanted & set(m.records), kept, dry_run=dry_run)
 
-    return await engine.log.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan, MAINTENANCE)
 
 
 Progress = Callable[[int, int, PruneReport], None]
@@ -233,7 +233,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
             actions.append(tomb)
         return Plan(actions, (version + 1, messages), objects=rebase.writes)
 
-    new_version, messages = await engine.log.commit(thread_id, plan)
+    new_version, messages = await engine.log.commit(thread_id, plan, MAINTENANCE)
     engine.contents.remember(state_key(engine.log.manifests[thread_id].records[checkpoint_id]), (state, messages))
     return new_version
 
@@ -253,4 +253,4 @@ async def set_pinned(engine: Engine, checkpoint_id: str, pinned: bool) -> bool:
             meta.pop(PINNED_KEY, None)
         return Plan([A.pin(checkpoint_id, meta)], True)
 
-    return await engine.log.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan, MAINTENANCE)

@@ -28,7 +28,7 @@ from typing import Any
 from .. import codec, limits
 from ..chain import snapshot_due
 from ..delta import diff_checkpoint
-from ..engine import ONCE, SAVE, Engine, Fold, Plan
+from ..engine import COMPACT, SAVE, Engine, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
 from ..format import actions as A
 from ..format import crypto, layout
@@ -103,14 +103,15 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
         if not detached and parent_id is not None and parent_id not in m.records:
             raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
         actions, objects = await prepare(engine, m, checkpoint, parent_id, content, fields, detached=detached)
-        return Plan(actions, None, objects=objects)
 
-    async def landed(new: Manifest, done: Plan[None]) -> None:
-        if time.monotonic() - started > engine.root.manifest_ttl / 2:
-            await confirm(engine, thread_id, cid, new.seq, done.objects)
-        engine.contents.remember(state_key(new.records[cid]), content)
+        async def landed(new: Manifest) -> None:
+            if time.monotonic() - started > engine.root.manifest_ttl / 2:
+                await confirm(engine, thread_id, cid, new.seq, objects)
+            engine.contents.remember(state_key(new.records[cid]), content)
 
-    await engine.log.commit(thread_id, plan, retry=SAVE, fold=Fold.IF_COMPACTED, first_read=known_head, landed=landed)
+        return Plan(actions, None, objects=objects, landed=landed)
+
+    await engine.log.commit(thread_id, plan, SAVE.known_head(known_head))
     return cid
 
 
@@ -261,4 +262,4 @@ async def compact(engine: Engine, thread_id: str) -> bool:
         action, key, data = compact
         return Plan([action], True, objects=[(key, data)])
 
-    return await engine.log.commit(thread_id, plan, retry=ONCE, fold=Fold.IF_COMPACTED)
+    return await engine.log.commit(thread_id, plan, COMPACT)
