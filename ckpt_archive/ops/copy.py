@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import codec
-from ..engine import Engine, Plan
+from ..engine import MAINTENANCE, Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
+from ..format import actions as A
 from ..format import layout
 from ..format.manifest import Manifest, Record
 from ..format.objects import encode_segment
@@ -116,9 +117,9 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
             "version": 1,
         }
         _into_new(new_thread_id, m)
-        return Plan([{"action": "add", "record": record}], new_id, objects=objects, copies=copies)
+        return Plan([A.add(record)], new_id, objects=objects, copies=copies)
 
-    return await engine.log.commit(new_thread_id, plan)
+    return await engine.log.commit(new_thread_id, plan, MAINTENANCE)
 
 
 async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[str, str]:
@@ -136,7 +137,7 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
 
     async def plan(m: Manifest, attempt: int) -> Plan[dict[str, str]]:
         copies: dict[str, str] = {}
-        actions: list[dict[str, Any]] = []
+        actions: list[A.Action] = []
         for cid, rec in src.records.items():
             new_id = mapping[cid]
             parent = rec.get("parent")
@@ -148,13 +149,11 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
             }
             if cid in segments:
                 record["ref"], record["bytes"] = segments[cid]
-            action: dict[str, Any] = {"action": "add", "record": record}
-            if rec["ref"]["type"] == "inline":
-                action["ops"] = src.inline.get(cid, [])
-            actions.append(action)
+            inline = rec["ref"]["type"] == "inline"  # the copied ref is still inline
+            actions.append(A.add(record, src.inline.get(cid, []) if inline else None))
         _into_new(dst_thread, m)
         return Plan(actions, mapping, objects=objects, copies=copies)
 
     if not src.records:
         return {}
-    return await engine.log.commit(dst_thread, plan)
+    return await engine.log.commit(dst_thread, plan, MAINTENANCE)

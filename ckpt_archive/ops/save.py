@@ -28,8 +28,9 @@ from typing import Any
 from .. import codec, limits
 from ..chain import snapshot_due
 from ..delta import diff_checkpoint
-from ..engine import ONCE, SAVE, Engine, Fold, Plan
+from ..engine import COMPACT, SAVE, Engine, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
+from ..format import actions as A
 from ..format import crypto, layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, ref_keys
@@ -102,14 +103,15 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
         if not detached and parent_id is not None and parent_id not in m.records:
             raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
         actions, objects = await prepare(engine, m, checkpoint, parent_id, content, fields, detached=detached)
-        return Plan(actions, None, objects=objects)
 
-    async def landed(new: Manifest, done: Plan[None]) -> None:
-        if time.monotonic() - started > engine.root.manifest_ttl / 2:
-            await confirm(engine, thread_id, cid, new.seq, done.objects)
-        engine.contents.remember(state_key(new.records[cid]), content)
+        async def landed(new: Manifest) -> None:
+            if time.monotonic() - started > engine.root.manifest_ttl / 2:
+                await confirm(engine, thread_id, cid, new.seq, objects)
+            engine.contents.remember(state_key(new.records[cid]), content)
 
-    await engine.log.commit(thread_id, plan, retry=SAVE, fold=Fold.IF_COMPACTED, first_read=known_head, landed=landed)
+        return Plan(actions, None, objects=objects, landed=landed)
+
+    await engine.log.commit(thread_id, plan, SAVE.known_head(known_head))
     return cid
 
 
@@ -163,7 +165,7 @@ async def prepare(
     fields: Record,
     *,
     detached: bool = False,
-) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
+) -> tuple[list[A.Action], list[tuple[str, bytes]]]:
     """Actions of the commit and payload objects (key, bytes) to write before it (``fields``: the
     checked ``Checkpoint.record_fields`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
     base a delta is taken against."""
@@ -174,7 +176,7 @@ async def prepare(
     record: Record = {**fields, "fields": dict(fields["fields"]), "parent": parent_id}
     enc = engine.encryption
     objects: list[tuple[str, bytes]] = []
-    actions: list[dict[str, Any]] = []
+    actions: list[A.Action] = []
     ops = None
     # a delta stays inline in commit entries, hints and folds: a thread holds at most
     # MAX_INLINE_DELTAS of them, of at most INLINE_OPS_BYTES each and INLINE_TOTAL_BYTES together
@@ -203,17 +205,17 @@ async def prepare(
             action, segment_key, segment = compact
             objects.append((segment_key, segment))
             actions.append(action)
-        actions.insert(0, {"action": "add", "record": record})
+        actions.insert(0, A.add(record))
     else:
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
         if ops:
             record.update(ref={"type": "inline", **({"blobs": names} if names else {})}, bytes=stored_ops)
-            actions.append({"action": "add", "record": record, "ops": ops})
+            actions.append(A.add(record, ops))
             objects.extend(blob_objects)
         else:
             record.update(ref={"type": "empty"}, bytes=0)
-            actions.append({"action": "add", "record": record})
+            actions.append(A.add(record))
     return actions, objects
 
 
@@ -236,24 +238,17 @@ def parent_blobs(m: Manifest, parent_id: str | None) -> set[str]:
     the thread, and gc keeps every blob a record of a thread it read lists (spec.md section 5)."""
     if parent_id is None:
         return set()
-    return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if key.startswith(layout.BLOBS + "/")}
+    return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if layout.is_blob_key(key)}
 
 
-def compact_action(m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
+def compact_action(m: Manifest) -> tuple[A.CompactAction, str, bytes] | None:
     """Move every inline delta of the thread into one Parquet segment (``encode_segment``)."""
     if not m.inline:
         return None
     entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
     data, groups = encode_segment(m.thread_id, entries)
     key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
-    action = {
-        "action": "compact",
-        "key": key,
-        "sha256": codec.sha256(data),
-        "size": len(data),
-        "row_groups": {cid: {"row_group": g, "bytes": size} for cid, (g, size) in groups.items()},
-        "empty": [cid for cid, _, ops in entries if not ops],
-    }
+    action = A.compact(key, codec.sha256(data), len(data), groups, [cid for cid, _, ops in entries if not ops])
     return action, key, data
 
 
@@ -267,4 +262,4 @@ async def compact(engine: Engine, thread_id: str) -> bool:
         action, key, data = compact
         return Plan([action], True, objects=[(key, data)])
 
-    return await engine.log.commit(thread_id, plan, retry=ONCE, fold=Fold.IF_COMPACTED)
+    return await engine.log.commit(thread_id, plan, COMPACT)

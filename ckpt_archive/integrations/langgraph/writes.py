@@ -35,7 +35,7 @@ from ...storage import ObjectStore
 
 WRITES_ROOT = layout.LANGGRAPH_WRITES
 KIND = "langgraph writes"
-SUFFIX = ".json.zst"
+SUFFIX = layout.LANGGRAPH_WRITES_SUFFIX
 CARRY_BYTES = 1024 * 1024
 """The most base64 text of its parent's writes a put carries in its state; a parent with more keeps them
 as objects only (read apart, never collected)."""
@@ -45,12 +45,8 @@ Obj = list[Any]  # [task_id, task_path, [[idx, channel, [type, b64]], ...]]: one
 Objects = dict[str, Obj]  # object name -> its writes
 
 
-def thread_prefix(archive_thread_id: str) -> str:
-    return f"{WRITES_ROOT}/{layout.encode_id(archive_thread_id, 'thread_id')}"
-
-
-def checkpoint_prefix(archive_thread_id: str, checkpoint_id: str) -> str:
-    return f"{thread_prefix(archive_thread_id)}/{layout.encode_id(checkpoint_id, 'checkpoint_id')}"
+thread_prefix = layout.writes_thread_dir
+checkpoint_prefix = layout.writes_dir
 
 
 def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj) -> bytes:
@@ -91,12 +87,11 @@ async def put(
     store: ObjectStore, archive_thread_id: str, checkpoint_id: str, task_id: str, task_path: str, entries: list[Any]
 ) -> tuple[str, Obj]:
     """One ``put_writes`` call: one put-if-absent of a fresh name; its name and what it holds."""
-    prefix = checkpoint_prefix(archive_thread_id, checkpoint_id)
     obj: Obj = [task_id, task_path, entries]
     body = _doc(archive_thread_id, checkpoint_id, obj)
     while True:  # a uuid7 is new unless another process minted the same one in the same ms
         name = uuid7() + SUFFIX
-        if await store.put_if_absent(f"{prefix}/{name}", body):
+        if await store.put_if_absent(layout.writes_key(archive_thread_id, checkpoint_id, name), body):
             return name, obj
 
 
@@ -124,13 +119,11 @@ async def index_thread(store: ObjectStore, archive_thread_id: str) -> dict[str, 
 async def fetch(store: ObjectStore, archive_thread_id: str, checkpoint_id: str, wanted: Iterable[str]) -> Objects:
     """The named objects of a checkpoint (one GET each, concurrently); one deleted since it was listed
     (collected: a state carries it) is left out."""
-    prefix = checkpoint_prefix(archive_thread_id, checkpoint_id)
-    wanted = list(wanted)
+    keys = {name: layout.writes_key(archive_thread_id, checkpoint_id, name) for name in wanted}
     out: Objects = {}
-    for name, data in zip(wanted, await store.get_many([f"{prefix}/{n}" for n in wanted]), strict=True):
+    for (name, key), data in zip(keys.items(), await store.get_many(list(keys.values())), strict=True):
         if data is None:
             continue
-        key = f"{prefix}/{name}"
         doc = unseal(data, f"writes {key!r}", key=key, kind=KIND)
         if doc.get("type") != "langgraph_writes" or (doc.get("thread"), doc.get("checkpoint_id")) != (
             archive_thread_id,
@@ -182,8 +175,12 @@ async def copy_entries(store: ObjectStore, src_thread: str, dst_thread: str, che
     """Copy a checkpoint's objects to another archive thread, under the same names (rewriting their
     thread field), so that what the copied states carry and the copied objects stay one set."""
     found = await read_folder(store, src_thread, checkpoint_id)
-    dst = checkpoint_prefix(dst_thread, checkpoint_id)
-    await asyncio.gather(*(store.put(f"{dst}/{n}", _doc(dst_thread, checkpoint_id, o)) for n, o in found.items()))
+    await asyncio.gather(
+        *(
+            store.put(layout.writes_key(dst_thread, checkpoint_id, n), _doc(dst_thread, checkpoint_id, o))
+            for n, o in found.items()
+        )
+    )
 
 
 async def delete_checkpoint(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> None:
