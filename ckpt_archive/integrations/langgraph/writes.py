@@ -28,7 +28,7 @@ from typing import Any
 from ... import codec as C
 from ... import limits
 from ...errors import CheckpointError
-from ...format import layout
+from ...format import blobs, layout
 from ...format.manifest import seal, unseal
 from ...model import uuid7
 from ...storage import ObjectStore
@@ -157,14 +157,20 @@ def carried(state: Mapping[str, Any] | None, checkpoint_id: str, where: str) -> 
 
 
 def carry_size(objects: Objects) -> int:
-    """Bytes of the values a state would carry: base64 text of serde cells, JSON text of the others."""
+    """Bytes of the values a state would carry inline: base64 text of serde cells, JSON text of the
+    others as the archive stores them, a string of ``limits.BLOB_MIN_BYTES`` or more being a reference
+    to its blob (``format.blobs``: the image a message holds is stored once however many carry it)."""
     return sum(_size(cell) for obj in objects.values() for _, _, cell in obj[2])
+
+
+def _unnamed(raw: bytes) -> str:
+    return "0" * 64  # only the reference's size matters here: no digest computed
 
 
 def _size(cell: Any) -> int:
     if type(cell) is list and len(cell) == 2 and type(cell[1]) is str:
         return len(cell[1])
-    return len(C.dumps(cell))
+    return len(C.dumps(blobs.encode(cell, _unnamed)[0]))
 
 
 def merge(objects: Mapping[str, Obj]) -> list[Entry]:
