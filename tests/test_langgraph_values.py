@@ -492,3 +492,47 @@ def test_generated_message_lists_round_trip_exactly_and_grow_by_appending(old: l
     assert _same(codec.decode_channel(orjson.loads(orjson.dumps(second))), old + extra)
     ops = ca.diff({"c": stored}, {"c": second})
     assert [op["op"] for op in ops] == (["append"] if old else ["set"])
+
+
+def test_a_delta_channel_snapshot_is_stored_item_by_item_and_its_history_is_unchanged(tmp_path: Path) -> None:
+    """LangGraph's ``DeltaChannel`` puts ``_DeltaSnapshot(value)`` in ``channel_values`` every
+    ``snapshot_frequency`` updates: stored as ``{"snapshot": {"items": [...]}}``, readable, and rebuilt."""
+    pytest.importorskip("langgraph.channels.delta")
+    from ckpt_archive.integrations.langgraph.testing import build_graph, run_turns
+
+    url = str(tmp_path / "a")
+    ours, theirs = build_graph(ArchiveSaver.from_url(url), delta=True), build_graph(InMemorySaver(), delta=True)
+    for g in (ours, theirs):
+        run_turns(g, "t", 0, 5, "sync")
+    archive = ca.open_archive(url)
+    snapshots = [
+        s["channels"]["notes"]
+        for i in archive.list("t")
+        if "notes" in (s := archive.load_by_id(i.checkpoint_id).state)["channels"]  # type: ignore[union-attr]
+    ]
+    assert snapshots and all(set(s) == {"snapshot"} for s in snapshots)
+    assert all(type(n) is str and n.startswith("agent step") for n in snapshots[-1]["snapshot"]["items"])
+    config: Any = {"configurable": {"thread_id": "t"}}
+    fresh = build_graph(ArchiveSaver.from_url(url), delta=True)
+    assert [s.values for s in fresh.get_state_history(config)] == [s.values for s in theirs.get_state_history(config)]
+    ckpt = fresh.get_state(config).config
+    got = ArchiveSaver.from_url(url).get_delta_channel_history(config=ckpt, channels=["notes"])
+    assert got["notes"]["writes"] or "seed" in got["notes"]
+
+
+@pytest.mark.parametrize("wrap", ["channel", "snapshot", "write"])
+def test_a_value_nested_past_the_readers_bound_is_written_so_that_it_reads_back(wrap: str) -> None:
+    """Containers that hold messages nest as tagged cells down to the bound the reader checks, then as
+    one serde value: whatever the nesting, what is written reads back."""
+    from ckpt_archive.integrations.langgraph import values
+
+    codec = SerdeCodec(strict_serde())
+    value: Any = HumanMessage("deep")
+    for i in range(values.MAX_NESTING + 5):
+        value = [value] if i % 2 else {"k": value}
+    if wrap == "snapshot":
+        cell = codec.encode_channel(values.delta_snapshot([value]), None)
+        assert codec.decode_channel(cell).value == [value]
+    else:
+        cell = codec.encode_channel([value], None) if wrap == "channel" else codec.encode_value(value)
+        assert codec.decode_channel(cell) == ([value] if wrap == "channel" else value)

@@ -137,25 +137,25 @@ class SerdeCodec:
                 ) from exc
         return out
 
-    def encode_channel(self, value: Any, old: Any) -> Any:
+    def encode_channel(self, value: Any, old: Any, depth: int = 0) -> Any:
         """One channel entry (a cell, ``values.py``); a list reuses the cells of ``old``'s items it still
         starts with.
 
         Every element is still encoded (an element mutated in place must be seen), and an element whose
         encoding is unchanged keeps the old cell: the same JSON text, or the same serde bytes (with
         ``raw`` holding the bytes of the old items, kept by the saver from put to put), so the delta of
-        a list that grew is an append of its new elements."""
+        a list that grew is an append of its new elements. ``depth``: tagged containers around it."""
         if type(value) is list:
             old_items = old.get(V.ITEMS) if type(old) is dict and len(old) == 1 else None
             priors: list[Any] = old_items if type(old_items) is list else []
-            cell = self.cell
-            items = [cell(element, prior) for element, prior in zip(value, priors, strict=False)]
-            items.extend(cell(element, None) for element in value[len(priors) :])
+            cell, inner = self.cell, depth + 1
+            items = [cell(element, prior, inner) for element, prior in zip(value, priors, strict=False)]
+            items.extend(cell(element, None, inner) for element in value[len(priors) :])
             return {V.ITEMS: items}
         if self.readable and V.is_delta_snapshot(value):
             prior = old.get(V.SNAPSHOT) if type(old) is dict and len(old) == 1 else None
-            return {V.SNAPSHOT: self.encode_channel(value.value, prior)}
-        return self.cell(value, old)
+            return {V.SNAPSHOT: self.encode_channel(value.value, prior, depth + 1)}
+        return self.cell(value, old, depth)
 
     def encode_value(self, value: Any) -> Any:
         """A pending write's value: a cell, a list element by element (``encode_channel`` without priors)."""
@@ -163,14 +163,15 @@ class SerdeCodec:
 
     def cell(self, value: Any, prior: Any, depth: int = 0) -> Any:
         """One value as a cell: JSON when the saver's serde is the plain one and JSON holds the value
-        exactly (``values.py``), else the serde's bytes."""
+        exactly (``values.py``), else the serde's bytes. ``depth``: tagged containers around it (a
+        reader refuses a container at ``V.MAX_NESTING``, so none is written there)."""
         if self.readable:
             if isinstance(value, BaseMessage):
                 found = V.message_cell(value, prior)
             else:
                 found = V.plain_cell(value, prior)
                 if found is None and depth < V.MAX_NESTING:
-                    found = self._container(value, prior, depth + 1)
+                    found = self._container(value, prior, depth + 1)  # its members' depth
             if found is not None:
                 return found
         return self._serde_cell(value, prior)
