@@ -28,7 +28,7 @@ from typing import Any
 from ... import codec as C
 from ... import limits
 from ...errors import CheckpointError
-from ...format import layout
+from ...format import blobs, layout
 from ...format.manifest import seal, unseal
 from ...model import uuid7
 from ...storage import ObjectStore
@@ -41,7 +41,7 @@ CARRY_BYTES = 1024 * 1024
 as objects only (read apart, never collected)."""
 
 Entry = tuple[str, int, str, Any, str]  # task_id, idx, channel, blob, task_path
-Obj = list[Any]  # [task_id, task_path, [[idx, channel, [type, b64]], ...]]: one put_writes call
+Obj = list[Any]  # [task_id, task_path, [[idx, channel, <cell>], ...]]: one put_writes call (cells: values.py)
 Objects = dict[str, Obj]  # object name -> its writes
 
 
@@ -57,7 +57,7 @@ def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj) -> bytes:
             "checkpoint_id": checkpoint_id,
             "task_id": obj[0],
             "task_path": obj[1],
-            "writes": obj[2],  # [idx, channel, [type, b64]]
+            "writes": obj[2],  # [idx, channel, <cell>]
         }
     )
     # readers refuse a writes object over its kind's bounds: never write one
@@ -150,7 +150,20 @@ def carried(state: Mapping[str, Any] | None, checkpoint_id: str, where: str) -> 
 
 
 def carry_size(objects: Objects) -> int:
-    return sum(len(blob[1]) for obj in objects.values() for _, _, blob in obj[2] if type(blob) is list)
+    """Bytes of the values a state would carry inline: base64 text of serde cells, JSON text of the
+    others as the archive stores them, a string of ``limits.BLOB_MIN_BYTES`` or more being a reference
+    to its blob (``format.blobs``: the image a message holds is stored once however many carry it)."""
+    return sum(_size(cell) for obj in objects.values() for _, _, cell in obj[2])
+
+
+def _unnamed(raw: bytes) -> str:
+    return "0" * 64  # only the reference's size matters here: no digest computed
+
+
+def _size(cell: Any) -> int:
+    if type(cell) is list and len(cell) == 2 and type(cell[1]) is str:
+        return len(cell[1])
+    return len(C.dumps(blobs.encode(cell, _unnamed)[0]))
 
 
 def merge(objects: Mapping[str, Obj]) -> list[Entry]:
@@ -168,7 +181,7 @@ def merge(objects: Mapping[str, Obj]) -> list[Entry]:
 
 
 def decode(codec: Any, entries: list[Entry]) -> list[tuple[str, str, Any]]:
-    return [(task_id, channel, codec.loads(blob)) for task_id, _, channel, blob, _ in entries]
+    return [(task_id, channel, codec.decode_value(cell)) for task_id, _, channel, cell, _ in entries]
 
 
 async def copy_entries(store: ObjectStore, src_thread: str, dst_thread: str, checkpoint_id: str) -> None:
