@@ -173,6 +173,16 @@ def segment_key(thread_id: str, first_step: int, token: str) -> str:
     return f"{thread_dir(thread_id)}/deltas/{max(first_step, 0):012d}-{token}.parquet"
 
 
+HISTORY_SUFFIX = ".rows.parquet"
+"""A segment holding one full record's history rows too big for a delta segment's bounds (e.g. the first
+checkpoint of a big thread, all of whose content is its history): read under a snapshot's bounds
+(kind ``history segment``), and only through a record's ``rows`` (spec.md section 5)."""
+
+
+def history_segment_key(thread_id: str, step: int, token: str) -> str:
+    return f"{thread_dir(thread_id)}/deltas/{max(step, 0):012d}-{token}{HISTORY_SUFFIX}"
+
+
 _BLOB_NAME = re.compile(r"[0-9a-f]{64}")
 
 
@@ -230,4 +240,6 @@ def kind_of(key: str) -> str | None:
         return None
     if parts[1] == "_log":
         return "folded manifest" if parts[2].endswith(FOLDED_SUFFIX) else "commit entry"
+    if parts[1] == "deltas" and parts[2].endswith(HISTORY_SUFFIX):
+        return "history segment"
     return _FOLDERS.get(parts[1])

@@ -35,6 +35,8 @@ from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, ref_keys
 from ..format.objects import encode_segment
 from ..model import Checkpoint, check_identifier, is_resave
+from .history import EMPTY, fits_inline, history_rows, place, segment_ref
+from .history import size as rows_size
 
 
 async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False) -> str:
@@ -183,6 +185,7 @@ async def prepare(
     known_blobs = parent_blobs(m, base)
     names: list[str] = []
     blob_objects: list[tuple[str, bytes]] = []
+    history: list[dict[str, Any]] | None = None  # the record's history rows, once computed
     if not full and len(m.inline) < limits.MAX_INLINE_DELTAS:
         assert base is not None
         ops = diff_checkpoint(*await engine.contents.content_of(m, base), state, messages)
@@ -191,19 +194,37 @@ async def prepare(
             ops = crypto.seal_ops(enc, engine.root.archive_id, m.thread_id, ckpt.checkpoint_id, ops)
         stored_ops = len(codec.dumps(ops))
         if stored_ops > limits.INLINE_OPS_BYTES or stored_ops + inline_bytes(m) > limits.INLINE_TOTAL_BYTES:
-            ops = None
+            history, ops = ops, None  # against the parent, a record of this manifest: its history rows
     if ops is None:
         key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
         known = parent_pages(m, base)
         ref, written, size = engine.contents.snapshot(m.thread_id, ckpt.checkpoint_id, key, content, known, known_blobs)
         objects.extend(written)
         record.update(kind="full", depth=0, ref=ref, bytes=size)
-        compact = compact_action(m)
+        if history is None:  # against the parent when it is a record of this manifest, else the empty content
+            rows_base = parent_id if parent_id is not None and parent_id in m.records else None
+            base_content = EMPTY if rows_base is None else await engine.contents.content_of(m, rows_base)
+            history = history_rows(engine, m.thread_id, ckpt.checkpoint_id, base_content, content)
+        add: dict[str, Any] = {"action": "add", "record": record}
+        actions.append(add)
+        # the rows go into the segment this snapshot's compaction writes anyway, or stay inline in
+        # this commit (until the next compaction), or, too big for either, to a segment of their own
+        compact = compact_action(m, (ckpt.checkpoint_id, ckpt.step, history))
         if compact is not None:
             action, segment_key, segment = compact
             objects.append((segment_key, segment))
             actions.append(action)
-        actions.insert(0, {"action": "add", "record": record})
+            record["rows"] = action.pop("rows")
+            objects.extend(action.pop("objects", []))
+        elif not history:
+            record["rows"] = {"type": "empty"}
+        elif fits_inline(history, 0, 0):
+            record["rows"] = {"type": "inline"}
+            add["ops"] = history
+        else:
+            refs, written = place(m.thread_id, [(ckpt.checkpoint_id, ckpt.step, history)])
+            record["rows"] = refs[ckpt.checkpoint_id]
+            objects.extend(written)
     else:
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
@@ -218,8 +239,14 @@ async def prepare(
 
 
 def inline_bytes(m: Manifest) -> int:
-    """The thread's inline deltas together (each record's ``bytes``: its ops as stored)."""
-    return sum(int(m.records[cid].get("bytes", 0)) for cid in m.inline if cid in m.records)
+    """The thread's inline ops together: each delta's ``bytes`` (its ops as stored), and the history
+    rows a full record keeps inline (at most a few: a compaction moves them all)."""
+    total = 0
+    for cid, ops in m.inline.items():
+        rec = m.records.get(cid)
+        if rec is not None:
+            total += int(rec.get("bytes", 0)) if rec["kind"] == "delta" else rows_size(ops)
+    return total
 
 
 def parent_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
@@ -239,14 +266,23 @@ def parent_blobs(m: Manifest, parent_id: str | None) -> set[str]:
     return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if key.startswith(layout.BLOBS + "/")}
 
 
-def compact_action(m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
-    """Move every inline delta of the thread into one Parquet segment (``encode_segment``)."""
+def compact_action(
+    m: Manifest, new: tuple[str, int, list[dict[str, Any]]] | None = None
+) -> tuple[dict[str, Any], str, bytes] | None:
+    """Move every inline delta of the thread (and the history rows full records keep inline) into one
+    Parquet segment (``encode_segment``); None when nothing is inline. ``new``: (id, step, history rows)
+    of the full record this commit adds, written into the same segment when they fit the inline
+    bounds beside the others (the action then carries its ``rows`` ref, for the record, under ``rows``)."""
     if not m.inline:
         return None
     entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
+    joined = new is not None and bool(new[2]) and fits_inline(new[2], inline_bytes(m), 0)
+    if joined:
+        assert new is not None
+        entries.append(new)
     data, groups = encode_segment(m.thread_id, entries)
     key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
-    action = {
+    action: dict[str, Any] = {
         "action": "compact",
         "key": key,
         "sha256": codec.sha256(data),
@@ -254,6 +290,15 @@ def compact_action(m: Manifest) -> tuple[dict[str, Any], str, bytes] | None:
         "row_groups": {cid: {"row_group": g, "bytes": size} for cid, (g, size) in groups.items()},
         "empty": [cid for cid, _, ops in entries if not ops],
     }
+    if new is not None:
+        if joined:
+            del action["row_groups"][new[0]]
+            action["rows"] = segment_ref(key, data, groups[new[0]][0])
+        elif not new[2]:
+            action["rows"] = {"type": "empty"}
+        else:  # too big to join the others: a segment of its own, written with them
+            refs, written = place(m.thread_id, [new])
+            action["rows"], action["objects"] = refs[new[0]], written
     return action, key, data
 
 
