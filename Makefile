@@ -55,6 +55,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_langgraph.py
 	$(PY) benchmarks/bench_postgres.py
 	$(PY) benchmarks/bench_prune.py
+	$(PY) benchmarks/bench_bytes.py
 	$(PY) benchmarks/bench_blobs.py --langgraph --out benchmarks/results/blobs.json
 	$(PY) benchmarks/perf_doc.py
 

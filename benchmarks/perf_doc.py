@@ -37,6 +37,7 @@ on a PostgreSQL server the benchmark starts on loopback, LangGraph's `InMemorySa
 
 SECTIONS = [
     ("Core: one thread of 1,000 steps (`bench_core.py`)", "core.md"),
+    ("Where W1's bytes go, against the zstd floor (`bench_bytes.py`)", "bytes.md"),
     ("W1 and W3 against the peers (`bench_peers.py`)", "peers.md"),
     ("W2: a LangGraph tool-using graph (`bench_graph.py`)", "graph.md"),
     ("W3 at full size (`bench_peers.py --w3-only --full`)", "w3.md"),

@@ -5,7 +5,12 @@ A delta is a list of operations, each ``{"op", "path", "value"}``:
 * ``set``    -- replace (or create) the value at ``path``;
 * ``del``    -- remove the key at ``path``;
 * ``append`` -- extend the list at ``path`` by ``value`` (a list). A list that
-  grew by appending (chat history) therefore costs each new element once.
+  grew by appending (chat history) therefore costs each new element once;
+* ``splice`` -- edit the list at ``path`` in place: ``value`` is
+  ``{"at": i, "remove": r, "insert": [items]}``, and the list becomes
+  ``list[:i] + insert + list[i + r:]``. A list cut, summarised (a prefix replaced by
+  one item), or with an item replaced or removed costs only the items that changed,
+  so every item enters the history once however the list is edited.
 
 ``path`` is the list of dict keys from the state's root. An op may carry
 ``"target": "messages"``: it then applies to the checkpoint's message list seen
@@ -18,7 +23,10 @@ which Python's ``==`` would conflate.
 
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from .codec import dumps, extends
@@ -26,7 +34,8 @@ from .errors import BrokenChain
 
 Op = dict[str, Any]
 Delta = list[Op]
-OPS = frozenset({"set", "del", "append"})
+OPS = frozenset({"set", "del", "append", "splice"})
+SPLICE_KEYS = frozenset({"at", "remove", "insert"})
 MESSAGES = "messages"
 _WALK_KEYS = 32
 
@@ -40,6 +49,8 @@ def json_equal(a: Any, b: Any) -> bool:
         return True
     if type(a) is not type(b):
         return False
+    if type(a) is float:  # 0.0 == -0.0, but their JSON texts (and what a load gives back) differ
+        return bool(a == b) and math.copysign(1.0, a) == math.copysign(1.0, b)
     if type(a) is not dict and type(a) is not list:
         return bool(a == b)
     return dumps(a) == dumps(b)
@@ -79,8 +90,15 @@ def _diff_dict(old: dict[str, Any], new: dict[str, Any], path: list[str], ops: D
 
 
 def _diff_list(before: list[Any], value: list[Any], path: list[str], ops: Delta) -> None:
-    """Nothing, an ``append`` or a ``set``, from one canonical text of each list (``codec.extends``)."""
-    if before and len(value) >= len(before) and all(map(operator.is_, before, value)):  # same objects: same JSON
+    """Nothing, an ``append``, a ``splice`` or a ``set``: the cheapest op that turns ``before`` into ``value``.
+
+    The common case costs no serialisation (the new list starts with the very objects of the old one,
+    or the old one is empty: an append of the new items); then one canonical text of each list tells equal lists and an
+    extension apart (``codec.extends``). Only a list edited in place pays one more pass, item by item
+    from each end (identity first, then the item's text), for the common prefix ``p`` and suffix
+    ``s``: a ``splice`` at ``p`` of the items in between, unless a ``set`` of the new list is smaller
+    (nearly every item changed)."""
+    if len(value) >= len(before) and all(map(operator.is_, before, value)):  # same objects (or none): same JSON
         if len(value) > len(before):
             ops.append({"op": "append", "path": path, "value": value[len(before) :]})
         return
@@ -89,8 +107,32 @@ def _diff_list(before: list[Any], value: list[Any], path: list[str], ops: Delta)
         return
     if extends(old, new):
         ops.append({"op": "append", "path": path, "value": value[len(before) :]})
-    else:
-        ops.append({"op": "set", "path": path, "value": value})
+        return
+    if before and value:
+        edit = _splice(before, value)
+        if edit["remove"] < len(before) and len(dumps(edit)) < len(new):  # some item kept, and smaller
+            ops.append({"op": "splice", "path": path, "value": edit})
+            return
+    ops.append({"op": "set", "path": path, "value": value})
+
+
+def _common(before: Iterable[Any], value: Iterable[Any], limit: int) -> int:
+    """How many leading items of two sequences (at most ``limit``) are equal as JSON: identity first
+    (shared objects, the usual case, cost no text), then the items' canonical texts."""
+    count = 0
+    for a, b in islice(zip(before, value, strict=False), limit):
+        if a is not b and (type(a) is not type(b) or dumps(a) != dumps(b)):
+            break
+        count += 1
+    return count
+
+
+def _splice(before: list[Any], value: list[Any]) -> dict[str, Any]:
+    """The splice value turning ``before`` into ``value``: around the longest common prefix and suffix."""
+    n, m = len(before), len(value)
+    p = _common(before, value, min(n, m))
+    s = _common(reversed(before), reversed(value), min(n, m) - p)
+    return {"at": p, "remove": n - p - s, "insert": value[p : m - s]}
 
 
 def apply(old: dict[str, Any], delta: Delta) -> dict[str, Any]:
@@ -120,12 +162,31 @@ def apply(old: dict[str, Any], delta: Delta) -> dict[str, Any]:
             if last not in parent:
                 raise BrokenChain(f"delta removes {path!r}, which the base state does not have")
             del parent[last]
-        else:
+        elif kind == "append":
             current, extra = parent.get(last), op.get("value")
             if type(current) is not list or type(extra) is not list:
                 raise BrokenChain(f"delta appends to {path!r}, which is not a list in the base state")
             parent[last] = current + extra
+        else:
+            parent[last] = _spliced(parent.get(last), op.get("value"), path)
     return root
+
+
+def _spliced(current: Any, edit: Any, path: list[str]) -> list[Any]:
+    """``current`` edited by a splice value, which must fit it: ``at`` and ``remove`` non-negative ints
+    (not bools) within the list, ``insert`` a list, and no other key."""
+    if type(current) is not list:
+        raise BrokenChain(f"delta splices {path!r}, which is not a list in the base state")
+    if type(edit) is not dict or edit.keys() != SPLICE_KEYS:
+        raise BrokenChain(f"delta splices {path!r} with a malformed value: {_short(edit)}")
+    at, remove, insert = edit["at"], edit["remove"], edit["insert"]
+    if type(at) is not int or type(remove) is not int or type(insert) is not list:
+        raise BrokenChain(f"delta splices {path!r} with a malformed value: {_short(edit)}")
+    if at < 0 or remove < 0 or at + remove > len(current):
+        raise BrokenChain(
+            f"delta splices {path!r} at {at} removing {remove}, outside the base state's list of {len(current)}"
+        )
+    return current[:at] + insert + current[at + remove :]
 
 
 def _short(op: Any) -> str:

@@ -138,3 +138,17 @@ def test_blob_benchmark_smoke(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "blobs.json").read_text())
     native = result["native"]
     assert native["blobs"] == 1 and native["copy"] < 1.5 * result["image_bytes"], result
+
+
+def test_bytes_benchmark_accounts_for_every_byte(tmp_path: Path) -> None:
+    """bench_bytes sorts every stored file into a kind, so its totals are the archive's bytes."""
+    cmd = [sys.executable, str(BENCH / "bench_bytes.py"), "--steps", "25", "--no-langgraph", "--out", str(tmp_path)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120)
+    data = json.loads((tmp_path / "bytes.json").read_text())
+    rows = {r["store"]: r for r in data["rows"]}
+    native = rows["native"]
+    assert native["written"]["_log (commits)"]["files"] == 25
+    assert {"snapshots", "deltas", "_archive.json"} <= set(native["written"])
+    after = sum(v["bytes"] for v in native["after_gc"].values())
+    assert 0 < after <= sum(v["bytes"] for v in native["written"].values())
+    assert "| native |" in (tmp_path / "bytes.md").read_text()

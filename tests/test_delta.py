@@ -87,7 +87,7 @@ def test_bad_delta_is_a_typed_error(delta: list[dict[str, Any]]) -> None:
         ([{"k": [1]}], [{"k": [1]}, {"k": [2]}], "append"),
         ([{"k": [1]}], [{"k": [1, 2]}, {}], "set"),
         ([[1], 2], [[1], 2, 3, 4], "append"),
-        ([], [1], "set"),
+        ([], [1], "append"),  # an empty list grows by an append too
         ([1, 2], [1, 2], None),
         ([1, 2], [1], "set"),
     ],

@@ -218,7 +218,8 @@ def states(source: Source, thread_id: str, *, storage_options: dict[str, Any] | 
 
 
 def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> pa.Table:
-    """One row per changed key path per checkpoint (op set/del/append, key, JSON path and value)."""
+    """One row per changed key path per checkpoint (op set/del/append/splice, key, JSON path and value:
+    a splice's value is ``{"at", "remove", "insert"}``, spec.md section 5)."""
     archive = archive_of(source, storage_options)
     infos = archive.list(thread_id)
     if not infos:

@@ -208,7 +208,8 @@ def show(
 
 
 def structured_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Added, changed and removed key paths (nested dicts are walked; appends reported as such)."""
+    """Added, changed and removed key paths (nested dicts are walked; appends and in-place list edits
+    reported as such: ``appended`` items, or a splice's ``at``, ``removed`` and ``inserted`` items)."""
     result: dict[str, list[dict[str, Any]]] = {"added": [], "changed": [], "removed": []}
     for op in diff(old, new):
         path = op["path"]
@@ -224,6 +225,10 @@ def structured_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[
             result["removed"].append({"path": path, "old": before})
         elif op["op"] == "append":
             result["changed"].append({"path": path, "appended": op["value"]})
+        elif op["op"] == "splice":
+            at, count, inserted = op["value"]["at"], op["value"]["remove"], op["value"]["insert"]
+            edit = {"at": at, "removed": before[at : at + count], "inserted": inserted}
+            result["changed"].append({"path": path, **edit})
         elif present:
             result["changed"].append({"path": path, "old": before, "new": op["value"]})
         else:
@@ -261,7 +266,12 @@ def diff_cmd(
         for c in changes["added"]:
             console.print(f"[green]+ {'.'.join(c['path'])}[/] = {_brief(c['new'])}")
         for c in changes["changed"]:
-            detail = f"+= {_brief(c['appended'])}" if "appended" in c else f"{_brief(c['old'])} -> {_brief(c['new'])}"
+            if "appended" in c:
+                detail = f"+= {_brief(c['appended'])}"
+            elif "inserted" in c:
+                detail = f"at {c['at']}: {_brief(c['removed'])} -> {_brief(c['inserted'])}"
+            else:
+                detail = f"{_brief(c['old'])} -> {_brief(c['new'])}"
             console.print(f"[yellow]~ {'.'.join(c['path'])}[/] {detail}")
         for c in changes["removed"]:
             console.print(f"[red]- {'.'.join(c['path'])}[/] (was {_brief(c['old'])})")
