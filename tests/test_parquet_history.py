@@ -300,3 +300,142 @@ def test_rows_of_every_record_apply_to_its_base_after_random_maintenance(actions
     archive.compact("t")
     archive.gc(grace=NONE, unsafe_no_writers=True)
     check_rows_give_contents(url, "t")
+
+
+# -- verify, forged rows, big rows, encryption --------------------------------------------------------
+def _six(url: str) -> tuple[ca.ArchiveCheckpointer, list[ca.Checkpoint]]:
+    """Interval 4: snapshot 0 (rows inline), deltas 1-3, snapshot 4 (its compaction's segment holds the
+    rows of 0..4), delta 5 (inline)."""
+    archive = ca.open_archive(url, full_snapshot_interval=4)
+    saved: list[ca.Checkpoint] = []
+    for step in range(6):
+        saved.append(_turn(archive, "t", step, saved[-1] if saved else None))
+    return archive, saved
+
+
+def _reseal(archive: ca.ArchiveCheckpointer, seq: int, edit: Any) -> None:
+    """Rewrite commit ``seq`` of thread t with ``edit`` applied, digest recomputed (a consistent forgery);
+    the folds and the hint that name the old bytes go too."""
+    from ckpt_archive import codec
+    from ckpt_archive._sync import run_sync
+    from ckpt_archive.format import layout
+    from ckpt_archive.format.manifest import seal, unseal
+
+    key = layout.log_key("t", seq)
+    doc = unseal(run_sync(archive.store.get(key)), "commit", kind="commit entry")
+    edit(doc)
+    run_sync(archive.store.put(key, codec.compress(seal(doc))))
+    folds = [k for k in run_sync(archive.store.find(layout.thread_dir("t") + "/_log")) if ".manifest." in k]
+    run_sync(archive.store.delete([*folds, layout.head_key("t")]))
+
+
+def test_verify_reports_stale_rows_and_a_record_without_rows(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    archive, saved = _six(url)
+    assert archive.verify().ok
+    first = saved[0].checkpoint_id
+
+    def no_rows(doc: dict[str, Any]) -> None:  # commit 1 adds snapshot 0 with its rows inline
+        add = doc["actions"][0]
+        del add["record"]["rows"], add["ops"]
+
+    def unplaced(doc: dict[str, Any]) -> None:  # commit 5's compaction no longer places snapshot 0's rows
+        del next(a for a in doc["actions"] if a["action"] == "compact")["row_groups"][first]
+
+    _reseal(archive, 1, no_rows)
+    _reseal(archive, 5, unplaced)
+    report = ca.open_archive(url).verify()
+    kinds = {(p.kind, p.checkpoint_id) for p in report.problems}
+    assert kinds == {("MissingRows", first), ("StaleRows", first)}, str(report)
+    assert all(ca.open_archive(url).load_by_id(c.checkpoint_id) is not None for c in saved)  # loads unaffected
+
+
+def test_verify_reports_forged_history_rows_of_a_snapshot(tmp_path: Any) -> None:
+    """A snapshot's rows are never read by a load; verify proves them (rows applied to the base give the
+    content), so a forged row with the manifest re-sealed around it is reported."""
+    import io
+
+    import pyarrow as pa
+
+    from ckpt_archive import codec
+
+    url = str(tmp_path / "a")
+    archive, saved = _six(url)
+    path = next(p for p in fsspec.filesystem("file").glob(delta_glob(url)))
+    original = pq.ParquetFile(io.BytesIO(open(path, "rb").read()))
+    table = original.read_row_group(0)
+    ids, values = table.column("checkpoint_id").to_pylist(), table.column("value").to_pylist()
+    at = max(i for i, c in enumerate(ids) if c == saved[4].checkpoint_id and table.column("key")[i].as_py() == "turn")
+    values[at] = "999"
+    table = table.set_column(table.schema.get_field_index("value"), "value", pa.array(values, pa.string()))
+    with pq.ParquetWriter(path, original.schema_arrow, store_schema=False) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1"})
+    forged = open(path, "rb").read()
+
+    def fix(doc: dict[str, Any]) -> None:
+        for action in doc["actions"]:
+            target = action if action["action"] == "compact" else action["record"]["rows"]
+            target.update(sha256=codec.sha256(forged), size=len(forged))
+
+    _reseal(archive, 5, fix)
+    fresh = ca.open_archive(url)
+    assert all(fresh.load_by_id(c.checkpoint_id) is not None for c in saved)  # deltas 1-3 still read their rows
+    report = fresh.verify()
+    assert [(p.kind, p.checkpoint_id) for p in report.problems] == [("MissingRows", saved[4].checkpoint_id)]
+
+
+def test_big_history_rows_get_a_history_segment_of_their_own(tmp_path: Any) -> None:
+    """The first checkpoint of a big thread: all its content is its history, too big for a delta
+    segment's bounds: one segment of its own (``*.rows.parquet``, read under a snapshot's bounds), in
+    the same commit; DuckDB reads it like any other."""
+    import random
+
+    from ckpt_archive import limits
+    from ckpt_archive.format import layout
+    from ckpt_archive.format.schema import check_record
+
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=4)
+    rng = random.Random(7)
+    chat = [{"role": "user", "content": f"mk {i} " + rng.randbytes(3000).hex()} for i in range(1500)]
+    first = ca.Checkpoint.new("big", {"n": 0}, messages=chat)
+    archive.save(first)
+    archive.save(ca.Checkpoint.new("big", {"n": 1}, step=1, messages=[*chat, {"role": "ai", "content": "mk end"}]))
+    archive.compact("big")
+    files = fsspec.filesystem("file").glob(delta_glob(url))
+    big = [f for f in files if f.endswith(layout.HISTORY_SUFFIX)]
+    assert len(big) == 1 and len(files) == 2
+    rows = duckdb.sql(
+        f"SELECT count(*) FROM (SELECT unnest(json_extract(CAST(value AS JSON), '$[*]')) FROM read_parquet("
+        f"'{delta_glob(url)}', hive_partitioning = false) WHERE target = 'messages')"
+    ).fetchall()
+    assert rows == [(1501,)]
+    assert archive.verify().ok
+    group = pq.ParquetFile(big[0]).metadata.row_group(0)
+    decoded = sum(group.column(c).total_uncompressed_size for c in range(group.num_columns))
+    assert decoded > limits.LIMITS["row group"]  # a delta segment's reader would refuse it
+    rec = {**archive.engine.log.manifests["big"].records[first.checkpoint_id]}
+    key = rec["rows"]["key"]
+    forged = {**rec, "kind": "delta", "parent": "x", "depth": 1, "ref": {**rec["rows"], "key": key}}
+    forged.pop("rows")
+    with pytest.raises(ca.CorruptManifest, match="history segment"):  # a load reads deltas under their bounds
+        check_record(forged, "big")
+
+
+def test_encrypted_history_rows_are_sealed_and_verify_after_maintenance(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    keys = ca.Encryption({"k1": b"k" * 32}, "k1", required=True)
+    archive = ca.open_archive(url, full_snapshot_interval=3, encryption=keys)
+    _grow(archive, "t", range(10))
+    archive.prune("t", RetentionPolicy.keep_last(5))
+    info = archive.list("t")[2]
+    state = archive.load_by_id(info.checkpoint_id).state  # type: ignore[union-attr]
+    archive.update_state(info.checkpoint_id, {**state, "turn": "edited"}, info.version)
+    archive.compact("t")
+    archive.gc(grace=NONE, unsafe_no_writers=True)
+    assert archive.verify().ok, str(archive.verify())
+    rows = [r for f in fsspec.filesystem("file").glob(delta_glob(url)) for r in pq.read_table(f).to_pylist()]
+    assert {r["checkpoint_id"] for r in rows} == {i.checkpoint_id for i in archive.list("t")}
+    assert all(r["value"].startswith('"enc1:') for r in rows if r["op"] != "del")
+    assert not any("mk t" in (r["value"] or "") for r in rows)  # nothing readable leaks
