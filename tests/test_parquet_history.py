@@ -15,6 +15,7 @@ import json
 import tempfile
 from collections import defaultdict
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import dask.dataframe as dd
@@ -362,7 +363,7 @@ def test_verify_reports_forged_history_rows_of_a_snapshot(tmp_path: Any) -> None
     url = str(tmp_path / "a")
     archive, saved = _six(url)
     path = next(p for p in fsspec.filesystem("file").glob(delta_glob(url)))
-    original = pq.ParquetFile(io.BytesIO(open(path, "rb").read()))
+    original = pq.ParquetFile(io.BytesIO(Path(path).read_bytes()))
     table = original.read_row_group(0)
     ids, values = table.column("checkpoint_id").to_pylist(), table.column("value").to_pylist()
     at = max(i for i, c in enumerate(ids) if c == saved[4].checkpoint_id and table.column("key")[i].as_py() == "turn")
@@ -371,7 +372,7 @@ def test_verify_reports_forged_history_rows_of_a_snapshot(tmp_path: Any) -> None
     with pq.ParquetWriter(path, original.schema_arrow, store_schema=False) as writer:
         writer.write_table(table)
         writer.add_key_value_metadata({"ckpt_archive.format_version": "1"})
-    forged = open(path, "rb").read()
+    forged = Path(path).read_bytes()
 
     def fix(doc: dict[str, Any]) -> None:
         for action in doc["actions"]:
