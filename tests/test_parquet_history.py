@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import tempfile
 from collections import defaultdict
 from datetime import timedelta
@@ -37,20 +38,16 @@ FORK, COPY = "fork/1", "copy of 007"
 STEPS = 14
 NONE = timedelta(0)
 
-# the query of docs/guides/analysis-cli.md (and spec.md section 5), with no code of ours: every message
-# of every thread, in order, as JSON text (state ``messages`` lists and the checkpoint message list)
-MESSAGES_SQL = """
-WITH rows AS (
-    SELECT thread_id, checkpoint_id, step, op_index, target, CAST(value AS JSON) AS items
-    FROM read_parquet('{glob}', hive_partitioning = false)
-    WHERE path = '["messages"]' AND op IN ('set', 'append')
-)
-SELECT thread_id, coalesce(target, 'state') AS list, checkpoint_id,
-       unnest(json_extract(items, '$[*]'))::VARCHAR AS message,
-       generate_subscripts(json_extract(items, '$[*]'), 1) AS item, step, op_index
-FROM rows
-ORDER BY thread_id, list, step, checkpoint_id, op_index, item
-"""
+SPEC = Path(__file__).resolve().parent.parent / "docs" / "format" / "spec.md"
+
+
+def messages_sql(glob: str) -> str:
+    """Spec section 5's query, exactly as written (no code of ours): every message of every thread, in
+    order, as JSON text (state ``messages`` lists and the checkpoint's message list)."""
+    blocks = [b for b in re.findall(r"```sql\n(.*?)```", SPEC.read_text(), flags=re.S) if "coalesce(target" in b]
+    assert len(blocks) == 1, "spec section 5 documents the messages query"
+    return blocks[0].replace("<root>/thread_id=*/deltas/*.parquet", glob)
+
 
 Expected = dict[tuple[str, str], list[Any]]
 
@@ -161,7 +158,7 @@ def test_duckdb_alone_returns_every_message_of_every_thread_in_order(
 ) -> None:
     url, ids, expected = scripted
     glob = delta_glob(url)
-    got = duckdb.sql(MESSAGES_SQL.format(glob=glob)).fetchall()
+    got = duckdb.sql(messages_sql(glob)).fetchall()
     by_list: Expected = defaultdict(list)
     for thread, which, _cid, message, *_ in got:
         by_list[(thread, which)].append(json.loads(message))
