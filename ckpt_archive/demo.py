@@ -18,6 +18,7 @@ from rich.table import Table
 
 from . import codec
 from .archive import open_archive
+from .format import layout
 from .model import Checkpoint
 
 TOOLS = ["search", "calculator", "calendar", "weather", "sql"]
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     path = os.path.abspath(argv[0] if argv else "demo-archive")
     if os.path.exists(path):
-        if not os.path.exists(os.path.join(path, "_archive.json")):
+        if not os.path.exists(os.path.join(path, layout.ARCHIVE_MARKER)):
             raise SystemExit(f"{path} exists and is not a ckpt_archive archive; refusing to overwrite it")
         shutil.rmtree(path)
     console = Console()
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     query = (
         "SELECT thread_id, op, count(*) AS ops, sum(length(value)) AS value_bytes "
-        f"FROM read_parquet('{path}/thread_id=*/deltas/*.parquet', hive_partitioning=false) "
+        f"FROM read_parquet('{path}/{layout.DELTA_GLOB}', hive_partitioning=false) "
         "GROUP BY ALL ORDER BY thread_id, op"
     )
     console.print("\nThe deltas are plain Parquet; DuckDB reads them with no code of ours:")

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 DELTA_SCHEMA = SEGMENT_SCHEMA
 """Columns of ``open_dataset``: the segment's columns, ``thread_id`` among them (read from the files)."""
 
-DELTA_GLOB = "thread_id=*/deltas/*.parquet"
+DELTA_GLOB = layout.DELTA_GLOB
 """Where the delta segments are, relative to the archive root (for DuckDB, Dask, Spark...)."""
 
 
@@ -101,12 +101,12 @@ async def _segments(store: ObjectStore, threads: Sequence[str] | None) -> dict[s
         folders = [n for n in await store.list_dir("") if n.startswith(layout.THREAD_PREFIX)]
     else:
         folders = [layout.thread_dir(t) for t in threads]
-    found = await asyncio.gather(*(store.find(f"{folder}/deltas") for folder in folders))
+    found = await asyncio.gather(*(store.find(layout.segments_dir(folder)) for folder in folders))
     out: dict[str, int] = {}
     for listing in found:
         for key, info in sorted(listing.items()):
             name = key.rsplit("/", 1)[-1]
-            if name.endswith(".parquet") and not name.startswith("."):
+            if name.endswith(layout.SEGMENT_SUFFIX) and not name.startswith("."):
                 out[key] = int(info["size"])
     return out
 

@@ -6,21 +6,22 @@ from __future__ import annotations
 from .chains import ChainReader, Mode
 from .core import Engine
 from .log import ThreadLog
-from .plan import MAINTENANCE, ONCE, SAVE, Fold, Plan, Planner, Retry
+from .plan import COMPACT, GC, MAINTENANCE, SAVE, CommitPolicy, Fold, Plan, Planner
 from .root import DEFAULT_GC_GRACE, Settings, gc_floor, manifest_ttl
 
 __all__ = [
+    "COMPACT",
     "DEFAULT_GC_GRACE",
+    "GC",
     "MAINTENANCE",
-    "ONCE",
     "SAVE",
     "ChainReader",
+    "CommitPolicy",
     "Engine",
     "Fold",
     "Mode",
     "Plan",
     "Planner",
-    "Retry",
     "Settings",
     "ThreadLog",
     "gc_floor",

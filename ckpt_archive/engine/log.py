@@ -14,7 +14,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 from ..errors import (
@@ -32,13 +32,14 @@ from ..errors import (
     StorageFull,
     UnsupportedFormatVersion,
 )
+from ..format import actions as A
 from ..format import layout
 from ..format.manifest import Manifest, hint_due, hint_probes, next_window, unseal
 from ..format.parts import seal_parts
 from ..format.schema import check_commit, check_hint
 from ..storage import ObjectStore
 from .folds import read_folded
-from .plan import MAINTENANCE, Fold, Plan, Planner, Retry
+from .plan import CommitPolicy, Fold, Plan, Planner
 from .root import Root
 
 T = TypeVar("T")
@@ -178,7 +179,7 @@ class ThreadLog:
         if hint is not None:
             base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
         else:  # no usable hint: one LIST of the log (recovery path only)
-            names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+            names = await self.store.list_dir(layout.log_dir(thread_id))
             commits, folded = layout.log_seqs(names)
             base_seq = max(folded) if folded else None
             last = max(commits) if commits else 0
@@ -240,7 +241,7 @@ class ThreadLog:
         manifest (or none) plus *every* commit up to ``seq`` gives exactly the state the
         corrupt copy held. If any of those commits is gone, nothing is guessed: ``error``.
         """
-        names = await self.store.list_dir(f"{layout.thread_dir(thread_id)}/_log")
+        names = await self.store.list_dir(layout.log_dir(thread_id))
         bases = [s for s in layout.log_seqs(names)[1] if s < seq]
         for base in [*reversed(bases), 0]:
             keys = [layout.log_key(thread_id, s) for s in range(base + 1, seq + 1)]
@@ -284,7 +285,7 @@ class ThreadLog:
                 if isinstance(data, bytes):
                     doc = unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry")
                     check_commit(doc, thread_id, key)
-                    ids = [a["record"]["id"] for a in doc["actions"] if a.get("action") == "add"]
+                    ids = [a["record"]["id"] for a in doc["actions"] if a.get("action") == A.ADD]
                     if ids and all(cid in known for cid in ids):
                         continue
             for cid in ids or [None]:
@@ -301,25 +302,14 @@ class ThreadLog:
         return out
 
     # -- the commit ------------------------------------------------------------------
-    async def commit(
-        self,
-        thread_id: str,
-        plan: Planner[T],
-        *,
-        retry: Retry = MAINTENANCE,
-        cache: bool = True,
-        fold: Fold = Fold.FIRST,
-        first_read: Callable[[], Awaitable[Manifest]] | None = None,
-        landed: Callable[[Manifest, Plan[T]], Awaitable[None]] | None = None,
-    ) -> T:
-        """THE commit of a thread (save, compaction and every maintenance action): under the thread's
-        lock, read the manifest (``first_read`` for the first attempt: a save's known head), ``plan``
-        against it, build the commit entry (``StateTooLarge`` before anything is written), write the
-        payloads, create the entry put-if-absent; once it landed, ``landed`` (a slow save's check),
-        the caches and what ``fold`` publishes. A lost race re-reads and re-plans as ``retry`` says.
-
-        ``cache=False`` (gc): the manifest is read afresh and this instance's view of the thread is
-        left as it was, so its next save still detects the commits of other writers."""
+    async def commit(self, thread_id: str, plan: Planner[T], policy: CommitPolicy) -> T:
+        """THE commit of a thread (save, compaction and every maintenance action), as ``policy`` (a
+        preset of ``plan.py``) says: under the thread's lock, read the manifest (``policy.first_read``
+        for the first attempt: a save's known head), ``plan`` against it, build the commit entry
+        (``StateTooLarge`` before anything is written), write the payloads, create the entry
+        put-if-absent; once it landed, the plan's ``landed`` (a slow save's check), the caches and what
+        ``policy.fold`` publishes. A lost race re-reads and re-plans as the policy says."""
+        cache, fold, first_read = policy.cache, policy.fold, policy.first_read
         attempt, routine = 0, fold is Fold.IF_COMPACTED  # routine: the hint goes beside the commit when due
         while True:
             async with self.lock(thread_id):
@@ -331,7 +321,7 @@ class ThreadLog:
                     planned = await plan(m, attempt)
                     if not planned.actions:
                         return planned.result
-                    compacts = any(a["action"] == "compact" for a in planned.actions)
+                    compacts = any(a["action"] == A.COMPACT for a in planned.actions)
                     due = routine and hint_due(
                         m.seq + 1, planned.actions, self.root.hint_every, self.hinted.get(thread_id)
                     )
@@ -339,8 +329,8 @@ class ThreadLog:
                     done = await self._attempt(m, planned, hint=hint, cache=cache)
                     if done is not None:
                         new, stored = done
-                        if landed is not None:
-                            await landed(new, planned)
+                        if planned.landed is not None:
+                            await planned.landed(new)
                         if cache:
                             self.manifests[thread_id] = new
                             self.read_at[thread_id] = time.monotonic()
@@ -354,9 +344,9 @@ class ThreadLog:
                         )
                         return planned.result
                     attempt += 1
-                    if retry.attempts is not None and attempt >= retry.attempts:
-                        raise CheckpointConflict(retry.gave_up.format(thread=thread_id))
-                    if retry.backoff:
+                    if policy.attempts is not None and attempt >= policy.attempts:
+                        raise CheckpointConflict(policy.gave_up.format(thread=thread_id))
+                    if policy.backoff:
                         break  # sleep with the lock released
             await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
 

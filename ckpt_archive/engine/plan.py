@@ -1,13 +1,16 @@
-"""What a commit is asked to do (``ThreadLog.commit``): the planner's ``Plan``, what a lost race does
-(``Retry``), and what a landed commit publishes (``Fold``)."""
+"""What a commit is asked to do (``ThreadLog.commit``): the planner's ``Plan``, and the commit's
+``CommitPolicy`` (what a lost race does, what a landed commit publishes, which view of the thread it
+keeps), one of the named presets ``SAVE``, ``COMPACT``, ``MAINTENANCE`` and ``GC``."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
+from ..format.actions import Action
 from ..format.manifest import Manifest
 
 T = TypeVar("T")
@@ -17,37 +20,20 @@ T = TypeVar("T")
 class Plan(Generic[T]):
     """What a planner returns for one commit attempt: the commit's ``actions`` (none: nothing is
     committed and ``result`` is returned as it is, e.g. an idempotent re-save or a dry run), what to
-    write before the commit (``objects`` put, server-side ``copies`` {from: to}), and the caller's
-    ``result``. Payloads are data, not coroutines,
+    write before the commit (``objects`` put, server-side ``copies`` {from: to}), the caller's
+    ``result``, and what must happen once this commit landed, before it is published (``landed``,
+    given the new manifest: a slow save's check of its own commit). Payloads are data, not coroutines,
     so a plan that is not committed leaves nothing to close."""
 
-    actions: list[dict[str, Any]]
+    actions: Sequence[Action]
     result: T
     objects: list[tuple[str, bytes]] = field(default_factory=list)
     copies: dict[str, str] = field(default_factory=dict)
+    landed: Callable[[Manifest], Awaitable[None]] | None = None
 
 
 Planner = Callable[[Manifest, int], Awaitable[Plan[T]]]
 """Plans one attempt against the manifest as read (``attempt`` counts from 0)."""
-
-
-@dataclass(frozen=True)
-class Retry:
-    """What a lost commit race does: re-read and re-plan at most ``attempts`` times (None: until the
-    planner returns nothing or raises), after a jittered sleep with the lock released (``backoff``)
-    or at once under the lock; once used up, ``CheckpointConflict(gave_up)``."""
-
-    attempts: int | None
-    backoff: bool
-    gave_up: str = ""
-
-
-SAVE = Retry(None, backoff=False)
-"""A save retries at once; its planner raises ``CheckpointConflict`` when the head moved."""
-ONCE = Retry(1, backoff=False, gave_up="thread {thread!r} changed while compacting; try again")
-MAINTENANCE = Retry(16, backoff=True, gave_up="thread {thread!r} kept changing during maintenance; try again later")
-"""Between attempts maintenance backs off (full jitter, 5 ms doubling up to 0.5 s), so a writer saving
-in a tight loop cannot win every race for as long as the attempts last."""
 
 
 class Fold(enum.Enum):
@@ -60,3 +46,49 @@ class Fold(enum.Enum):
     """Maintenance: the fold, then the hint that names it, so the log before it is collectable at once."""
     WITH_HINT = "with-hint"
     """gc's own purge: fold and hint together (it would otherwise leave the fold it supersedes)."""
+
+
+@dataclass(frozen=True)
+class CommitPolicy:
+    """How ``ThreadLog.commit`` commits, named (``SAVE``, ``COMPACT``, ``MAINTENANCE``, ``GC``).
+
+    A lost commit race re-reads and re-plans at most ``attempts`` times (None: until the planner
+    returns nothing or raises), after a jittered sleep with the lock released (``backoff``) or at once
+    under the lock; once used up, ``CheckpointConflict(gave_up)``. ``fold``: what a landed commit
+    publishes. ``cache=False``: the manifest is read afresh and the engine's view of the thread is left
+    as it was, so its next save still detects the commits of other writers. ``first_read``: the
+    manifest the first attempt plans against instead of a read (a save's known head: ``known_head``)."""
+
+    name: str
+    attempts: int | None
+    backoff: bool
+    fold: Fold
+    gave_up: str = ""
+    cache: bool = True
+    first_read: Callable[[], Awaitable[Manifest]] | None = None
+
+    def known_head(self, first_read: Callable[[], Awaitable[Manifest]]) -> CommitPolicy:
+        """This policy, its first attempt planned against ``first_read()`` (the writer's known head)."""
+        return dataclasses.replace(self, first_read=first_read)
+
+
+SAVE = CommitPolicy("save", None, backoff=False, fold=Fold.IF_COMPACTED)
+"""A save retries at once (its planner raises ``CheckpointConflict`` when the head moved) and writes
+the hint beside the commit when due (``hint_due``), the fold after a compaction."""
+COMPACT = CommitPolicy(
+    "compact", 1, backoff=False, fold=Fold.IF_COMPACTED, gave_up="thread {thread!r} changed while compacting; try again"
+)
+"""``compact``: one attempt, published like a save's compaction."""
+MAINTENANCE = CommitPolicy(
+    "maintenance",
+    16,
+    backoff=True,
+    fold=Fold.FIRST,
+    gave_up="thread {thread!r} kept changing during maintenance; try again later",
+)
+"""Prune, remove, edit, pin, fork, copy. Between attempts maintenance backs off (full jitter, 5 ms
+doubling up to 0.5 s), so a writer saving in a tight loop cannot win every race for as long as the
+attempts last; then the fold, and the hint that names it."""
+GC = dataclasses.replace(MAINTENANCE, name="gc", fold=Fold.WITH_HINT, cache=False)
+"""gc's purge: retried like maintenance, fold and hint together, against a fresh read that leaves the
+engine's cached view of the thread as it was."""

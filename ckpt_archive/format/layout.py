@@ -10,10 +10,14 @@ Layout under the archive root (see docs/format/spec.md)::
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.<token>.json.zst  re-based/edited/copied snapshot
     thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   row groups of consecutive checkpoints
     thread_id=<enc>/pages/<sha256>.json.zst         shared pages of long lists in snapshots
+    thread_id=<enc>/_parts/<token>.json.zst         sealed parts of folded manifests (parts.py)
     _blobs/<sha256>.zst                             a large string value, shared archive-wide (blobs.py)
     _blobs/<hmac>.enc                               the same, in an encrypted archive (a keyed name)
+    _langgraph/writes/<enc thread>/<enc checkpoint>/<uuid7>.json.zst   LangGraph pending writes
+    session_id=<enc>/events/<flush:020d>.parquet    a session's event log, one file per flush
 
-Ids become key segments by ``ids.encode_id`` (percent-encoding, a long id by its sha256).
+Ids become key segments by ``ids.encode_id`` (percent-encoding, a long id by its sha256). Every key the
+package builds is built here: no other module spells a folder or a suffix (``tests/test_layout_keys.py``).
 """
 
 from __future__ import annotations
@@ -44,9 +48,20 @@ LANGGRAPH = "_langgraph"
 commit of a run may create the marker."""
 LANGGRAPH_WRITES = f"{LANGGRAPH}/writes"
 """One zstd-sealed object per ``put_writes`` call: ``<enc thread>/<enc checkpoint>/<uuid7>.json.zst``."""
-THREAD_FOLDERS = frozenset({"_log", "_parts", "snapshots", "deltas", "pages"})
+LANGGRAPH_WRITES_SUFFIX = ".json.zst"
+"""The name of a LangGraph writes object after its uuid7."""
+EVENTS = "events"
+"""A session's folder of event batches."""
+EVENTS_SUFFIX = ".parquet"
+LOG = "_log"
+PARTS = "_parts"
+SNAPSHOTS = "snapshots"
+DELTAS = "deltas"
+PAGES = "pages"
+SEGMENT_SUFFIX = ".parquet"
+THREAD_FOLDERS = frozenset({LOG, PARTS, SNAPSHOTS, DELTAS, PAGES})
 """The folders inside a thread's folder; nothing else in it is the archive's."""
-PAYLOAD_FOLDERS = ("snapshots", "deltas", "pages")
+PAYLOAD_FOLDERS = (SNAPSHOTS, DELTAS, PAGES)
 """The thread folders of checkpoint payloads: what records reference, and all a tombstone may name there."""
 _TEMP = re.compile(r"\.tmp-[0-9a-f]{32}")
 """A temporary file of a local write (``store._write_local``: ``.tmp-`` + uuid4 hex)."""
@@ -77,7 +92,7 @@ def own_temp(key: str) -> bool:
     if len(folders) == 2:
         top, sub = folders
         return (top.startswith(THREAD_PREFIX) and sub in THREAD_FOLDERS) or (
-            top.startswith(SESSION_PREFIX) and sub == "events"
+            top.startswith(SESSION_PREFIX) and sub == EVENTS
         )
     return False
 
@@ -94,8 +109,34 @@ def minted_thread_dir(checkpoint_id: str) -> str | None:
     return None if segment is None else THREAD_PREFIX + segment
 
 
+def folder_of(rel: str) -> str | None:
+    """The thread folder (``_log``, ``snapshots``...) a key relative to its thread's folder lies directly
+    in, or None: anything deeper or elsewhere is not the archive's."""
+    folder, sep, name = rel.partition("/")
+    return folder if sep and name and "/" not in name and folder in THREAD_FOLDERS else None
+
+
 def head_key(thread_id: str) -> str:
-    return f"{thread_dir(thread_id)}/{HEAD}"
+    return folder_head_key(thread_dir(thread_id))
+
+
+def folder_head_key(folder: str) -> str:
+    """The head hint in the thread folder ``folder`` (a name as listed, whose thread id may be hashed)."""
+    return f"{folder}/{HEAD}"
+
+
+def log_dir(thread_id: str) -> str:
+    """The thread's ``_log`` folder (commit entries and folded manifests), without a trailing slash."""
+    return f"{thread_dir(thread_id)}/{LOG}"
+
+
+def segments_dir(folder: str) -> str:
+    """The ``deltas`` folder of the thread folder ``folder``."""
+    return f"{folder}/{DELTAS}"
+
+
+DELTA_GLOB = f"{THREAD_PREFIX}*/{DELTAS}/*{SEGMENT_SUFFIX}"
+"""Where the delta segments are, relative to the archive root (for DuckDB, Dask, Spark...)."""
 
 
 def log_name(name: str) -> tuple[str, int] | None:
@@ -154,23 +195,62 @@ def below_fold(log: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
 
 
 def log_key(thread_id: str, seq: int) -> str:
-    return f"{thread_dir(thread_id)}/_log/{seq:020d}{COMMIT_SUFFIX}"
+    return folder_log_key(thread_dir(thread_id), seq)
+
+
+def folder_log_key(folder: str, seq: int) -> str:
+    """Commit entry ``seq`` in the thread folder ``folder`` (a name as listed)."""
+    return f"{folder}/{LOG}/{seq:020d}{COMMIT_SUFFIX}"
 
 
 def manifest_key(thread_id: str, seq: int) -> str:
-    return f"{thread_dir(thread_id)}/_log/{seq:020d}{FOLDED_SUFFIX}"
+    return f"{log_dir(thread_id)}/{seq:020d}{FOLDED_SUFFIX}"
 
 
 def snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
-    return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.json.zst"
+    return f"{thread_dir(thread_id)}/{SNAPSHOTS}/{max(step, 0):012d}-{encode_id(checkpoint_id)}.json.zst"
 
 
 def page_key(thread_id: str, digest: str) -> str:
-    return f"{thread_dir(thread_id)}/pages/{digest}.json.zst"
+    return f"{thread_dir(thread_id)}/{PAGES}/{digest}.json.zst"
 
 
 def segment_key(thread_id: str, first_step: int, token: str) -> str:
-    return f"{thread_dir(thread_id)}/deltas/{max(first_step, 0):012d}-{token}.parquet"
+    return f"{segments_dir(thread_dir(thread_id))}/{max(first_step, 0):012d}-{token}{SEGMENT_SUFFIX}"
+
+
+def part_key(thread_id: str, token: str) -> str:
+    """A sealed part of the folded manifests (``parts.seal_parts``)."""
+    return f"{thread_dir(thread_id)}/{PARTS}/{token}.json.zst"
+
+
+def writes_thread_dir(thread_id: str) -> str:
+    """The LangGraph pending writes of an archive thread (spec.md section 11)."""
+    return f"{LANGGRAPH_WRITES}/{encode_id(thread_id, 'thread_id')}"
+
+
+def writes_dir(thread_id: str, checkpoint_id: str) -> str:
+    """The LangGraph pending writes of one checkpoint: one object per ``put_writes`` call."""
+    return f"{writes_thread_dir(thread_id)}/{encode_id(checkpoint_id, 'checkpoint_id')}"
+
+
+def writes_key(thread_id: str, checkpoint_id: str, name: str) -> str:
+    """The LangGraph writes object ``name`` (``<uuid7>.json.zst``) of one checkpoint."""
+    return f"{writes_dir(thread_id, checkpoint_id)}/{name}"
+
+
+def session_dir(session_id: str) -> str:
+    return SESSION_PREFIX + encode_id(session_id, "session_id")
+
+
+def events_dir(session_id: str) -> str:
+    """A session's event batches (``session.stores``), without a trailing slash."""
+    return f"{session_dir(session_id)}/{EVENTS}"
+
+
+def events_key(session_id: str, flush_seq: int) -> str:
+    """The event batch of flush ``flush_seq`` of a session."""
+    return f"{events_dir(session_id)}/{flush_seq:020d}{EVENTS_SUFFIX}"
 
 
 HISTORY_SUFFIX = ".rows.parquet"
@@ -184,6 +264,11 @@ def history_segment_key(thread_id: str, step: int, token: str) -> str:
 
 
 _BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def is_blob_key(key: str) -> bool:
+    """Is ``key`` in the archive-wide ``_blobs/`` folder (``blob_of``: is it exactly a blob's key)?"""
+    return key.startswith(BLOBS + "/")
 
 
 def is_blob_name(name: str) -> bool:
@@ -210,7 +295,7 @@ def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
     """A snapshot written after the fact (re-base, edit, copy): a fresh key (a random token), never an
     overwrite of the snapshot a save or an earlier rewrite wrote."""
     token = uuid.uuid4().hex[:12]
-    return f"{thread_dir(thread_id)}/snapshots/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
+    return f"{thread_dir(thread_id)}/{SNAPSHOTS}/{max(step, 0):012d}-{encode_id(checkpoint_id)}.{token}.json.zst"
 
 
 ZSTD_KINDS = frozenset(
@@ -219,7 +304,7 @@ ZSTD_KINDS = frozenset(
 """The kinds of object stored as one zstd frame (the others are plain JSON, or Parquet): a reader
 knows from the kind which bytes to expect, and never guesses from the bytes."""
 
-_FOLDERS = {"snapshots": "snapshot", "pages": "page", "deltas": "delta segment", "_parts": "manifest part"}
+_FOLDERS = {SNAPSHOTS: "snapshot", PAGES: "page", DELTAS: "delta segment", PARTS: "manifest part"}
 
 
 def kind_of(key: str) -> str | None:
@@ -227,10 +312,10 @@ def kind_of(key: str) -> str | None:
     outside the layout above (session logs, foreign files)."""
     if key == ARCHIVE_MARKER:
         return "archive marker"
-    if key.startswith(BLOBS + "/"):
+    if is_blob_key(key):
         return "blob"
     if key.startswith(LANGGRAPH_WRITES + "/"):
-        return "langgraph writes" if key.count("/") == 4 and key.endswith(".json.zst") else None
+        return "langgraph writes" if key.count("/") == 4 and key.endswith(LANGGRAPH_WRITES_SUFFIX) else None
     if not key.startswith(THREAD_PREFIX):
         return None
     parts = key.split("/")
@@ -238,7 +323,7 @@ def kind_of(key: str) -> str | None:
         return "head hint" if parts[1] == HEAD else None
     if len(parts) != 3:
         return None
-    if parts[1] == "_log":
+    if parts[1] == LOG:
         return "folded manifest" if parts[2].endswith(FOLDED_SUFFIX) else "commit entry"
     if parts[1] == "deltas" and parts[2].endswith(HISTORY_SUFFIX):
         return "history segment"

@@ -20,6 +20,7 @@ digest), checked on read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -34,15 +35,12 @@ from ..errors import (
     UnsupportedFormatVersion,
 )
 from ..model import CheckpointInfo
+from . import actions as A
 from . import layout
+from .actions import Action
 from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
-KNOWN_ACTIONS = frozenset({"add", "compact", "remove", "update", "tombstone", "purge"})
-UPDATABLE = frozenset(
-    {"kind", "depth", "ref", "rows", "bytes", "version", "metadata", "fields"}
-    | {"state_sha256", "messages_sha256", "state_mac", "messages_mac", "enc"}
-)
 
 
 def seal(doc: dict[str, Any]) -> bytes:
@@ -138,13 +136,13 @@ class Manifest:
         check_commit(doc, self.thread_id)
         for action in doc.get("actions", []):
             kind = action.get("action")
-            if not isinstance(kind, str) or kind not in KNOWN_ACTIONS:
+            if not isinstance(kind, str) or kind not in A.ACTIONS:
                 raise UnsupportedFormatVersion(
                     f"commit {doc['seq']} of thread {self.thread_id!r} has unknown action {kind!r}"
                 )
-            if kind in ("remove", "update", "tombstone", "purge"):
+            if kind in A.MAINTENANCE:
                 self._apply_maintenance(kind, action)
-            elif kind == "add":
+            elif kind == A.ADD:
                 record = action["record"]
                 self.records.pop(record["id"], None)  # a re-added id moves to the end
                 self.records[record["id"]] = record
@@ -175,18 +173,18 @@ class Manifest:
         self.seq = doc["seq"]
 
     def _apply_maintenance(self, kind: str, action: dict[str, Any]) -> None:
-        if kind == "remove":
+        if kind == A.REMOVE:
             for cid in action["ids"]:
                 self.records.pop(cid, None)
                 self.inline.pop(cid, None)
                 self._touch(cid)
             if self.head not in self.records:
                 self.head = next(reversed(self.records)) if self.records else None
-        elif kind == "update":
+        elif kind == A.UPDATE:
             rec = self.records.get(action["id"])
             if rec is None:
                 return
-            changes = {k: v for k, v in action["set"].items() if k in UPDATABLE}
+            changes = {k: v for k, v in action["set"].items() if k in A.UPDATABLE}
             new = {**rec, **changes}
             if new["kind"] == "delta":
                 new.pop("rows", None)  # a delta's ops are its history rows
@@ -194,7 +192,7 @@ class Manifest:
             self._touch(action["id"])
             if ("ref" in changes or "rows" in changes) and not holds_inline(new):
                 self.inline.pop(action["id"], None)
-        elif kind == "tombstone":
+        elif kind == A.TOMBSTONE:
             for key, size in action["objects"].items():
                 self.tombstones.setdefault(key, {"at": action["at"], "size": size})
         else:
@@ -213,7 +211,7 @@ class Manifest:
         return out
 
     # -- documents -------------------------------------------------------------
-    def commit_entry(self, actions: list[dict[str, Any]]) -> bytes:
+    def commit_entry(self, actions: Sequence[Action]) -> bytes:
         """The next commit's sealed entry as stored (zstd); ``StateTooLarge`` if readers would refuse it."""
         entry = seal(
             {
@@ -221,7 +219,7 @@ class Manifest:
                 "thread_id": self.thread_id,
                 "seq": self.seq + 1,
                 "committed_at": now_iso(),
-                "actions": actions,
+                "actions": list(actions),
             }
         )
         limits.check_written(
@@ -373,14 +371,14 @@ def next_window(window: int) -> int:
     return min(2 * window, MAX_WINDOW)
 
 
-def _plain_delta(actions: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _plain_delta(actions: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The ``add`` action when ``actions`` only add one delta kept inline (or an empty one)."""
-    if len(actions) != 1 or actions[0].get("action") != "add":
+    if len(actions) != 1 or actions[0].get("action") != A.ADD:
         return None
     return actions[0] if actions[0]["record"]["ref"]["type"] in ("inline", "empty") else None
 
 
-def hint_due(seq: int, actions: list[dict[str, Any]], every: int, hinted: int | None) -> bool:
+def hint_due(seq: int, actions: Sequence[Mapping[str, Any]], every: int, hinted: int | None) -> bool:
     """Must the commit ``seq`` made of ``actions`` write the head hint beside it? A commit that writes
     other objects anyway (a snapshot, a compaction; maintenance always publishes one) does; a plain delta
     (its one action adds an inline or empty delta) only when the newest hint this writer knows of

@@ -38,10 +38,6 @@ FANOUT = 8
 """Consecutive parts of one level merged into one part of the next."""
 
 
-def part_key(thread_id: str, token: str) -> str:
-    return f"{layout.thread_dir(thread_id)}/_parts/{token}.json.zst"
-
-
 def seal_parts(m: Manifest, part_size: int | None = None) -> list[tuple[str, bytes]]:
     """Seal full parts off the start of the unsealed records, then merge full levels; returns the
     objects to write first.
@@ -86,7 +82,7 @@ def _new_part(m: Manifest, records: list[Record], level: int, raw: bytes | None 
     raw = _part_doc(m, records) if raw is None else raw
     limits.check_written("manifest part", raw, f"manifest part of thread {m.thread_id!r}")
     data = codec.compress(raw)
-    key = part_key(m.thread_id, uuid.uuid4().hex)
+    key = layout.part_key(m.thread_id, uuid.uuid4().hex)
     ref = {"key": key, "sha256": codec.sha256(data), "size": len(data), "count": len(records), "level": level}
     m.parts.append(ref)
     m.part_ids.append([rec["id"] for rec in records])
@@ -115,7 +111,7 @@ def checked_part_refs(data: bytes, what: str, *, thread_id: str, key: str | None
     if not all(isinstance(r, dict) and isinstance(r.get("key"), str) for r in refs):
         raise CorruptManifest(f"{what} has malformed part references", thread_id=thread_id, key=key)
     for ref in refs:
-        check_object_key(ref["key"], thread_id, "_parts")
+        check_object_key(ref["key"], thread_id, layout.PARTS)
     return refs
 
 

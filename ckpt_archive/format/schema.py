@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import CorruptManifest
+from . import actions as A
 from . import layout
 
 REF_TYPES = frozenset({"snapshot", "segment", "inline", "empty"})
@@ -48,7 +49,7 @@ def _ref(ref: Any, thread_id: str) -> None:
     if kind not in REF_TYPES:
         raise _Bad("ref has an unknown type")
     if kind == "snapshot" or kind == "segment":
-        check_object_key(ref.get("key"), thread_id, "snapshots" if kind == "snapshot" else "deltas")
+        check_object_key(ref.get("key"), thread_id, layout.SNAPSHOTS if kind == "snapshot" else layout.DELTAS)
         sha = ref.get("sha256")
         if not (isinstance(sha, str) and _SHA256.fullmatch(sha)):
             raise _Bad("ref sha256")
@@ -73,7 +74,7 @@ def _ref(ref: Any, thread_id: str) -> None:
             raise _Bad("page ref")
         if not _SHA256.fullmatch(digest):
             raise _Bad("page digest")
-        check_object_key(page.get("key"), thread_id, "pages")
+        check_object_key(page.get("key"), thread_id, layout.PAGES)
 
 
 ROWS_TYPES = frozenset({"segment", "inline", "empty"})
@@ -85,7 +86,7 @@ def _rows(rows: Any, thread_id: str) -> None:
     if not (isinstance(kind, str) and kind in ROWS_TYPES):
         raise _Bad("rows has no known type")
     if kind == "segment":
-        check_object_key(rows.get("key"), thread_id, "deltas")
+        check_object_key(rows.get("key"), thread_id, layout.DELTAS)
         sha, size, group = rows.get("sha256"), rows.get("size"), rows.get("row_group")
         if not (isinstance(sha, str) and _SHA256.fullmatch(sha)):
             raise _Bad("rows sha256")
@@ -167,11 +168,11 @@ def check_commit(doc: dict[str, Any], thread_id: str, key: str | None = None) ->
         for action in actions:
             _need(isinstance(action, dict), "action is not an object")
             _need(isinstance(action.get("action"), str), "action has no name")
-            if action.get("action") == "add":
+            if action.get("action") == A.ADD:
                 _record(action.get("record"), thread_id)
                 _need(isinstance(action.get("ops", []), list), "ops is not a list")
-            elif action.get("action") == "compact":
-                check_object_key(action.get("key"), thread_id, "deltas")
+            elif action.get("action") == A.COMPACT:
+                check_object_key(action.get("key"), thread_id, layout.DELTAS)
                 _need(isinstance(action.get("sha256"), str) and _int(action.get("size")), "compact digest")
                 groups = action.get("row_groups")
                 _need(isinstance(groups, dict), "row_groups")
@@ -193,7 +194,7 @@ def _tombstoned(key: Any, entry: Any, thread_id: str) -> None:
     """What a tombstone may name: a payload object of its own thread, or a blob (which gc never deletes
     for one thread: only when no thread references it). Never the log, the parts, the hint or another
     thread's objects: gc deletes what a tombstone names."""
-    if isinstance(key, str) and key.startswith(layout.BLOBS + "/"):
+    if isinstance(key, str) and layout.is_blob_key(key):
         # the time the thread stopped referencing it: gc keeps the blob for the grace after (ops.gc)
         _need(layout.blob_of(key) is not None, f"tombstone names {key!r}, which is no blob")
     else:
@@ -214,21 +215,21 @@ def _aware(value: Any) -> bool:
 
 def _maintenance(action: dict[str, Any], thread_id: str) -> None:
     kind = action.get("action")
-    if kind == "remove":
+    if kind == A.REMOVE:
         _need(_strs(action.get("ids")), "remove ids")
-    elif kind == "update":
+    elif kind == A.UPDATE:
         _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), "update action")
         if "ref" in action["set"]:
             _ref(action["set"]["ref"], thread_id)
         if "rows" in action["set"]:
             _rows(action["set"]["rows"], thread_id)
-    elif kind == "tombstone":
+    elif kind == A.TOMBSTONE:
         objects = action.get("objects")
         _need(isinstance(objects, dict), "tombstone action")
         assert isinstance(objects, dict)
         for key, size in objects.items():
             _tombstoned(key, {"at": action.get("at"), "size": size}, thread_id)
-    elif kind == "purge":
+    elif kind == A.PURGE:
         _need(_strs(action.get("keys")), "purge keys")
 
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ..engine import Engine, Plan
+from ..engine import MAINTENANCE, Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
+from ..format import actions as A
 from ..format import layout
 from ..format.manifest import Manifest, Record, holds_inline
 from ..ids import mint_checkpoint_id
@@ -107,19 +108,19 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
             "metadata": meta,
             "version": 1,
         }
-        add: dict[str, Any] = {"action": "add", "record": record}
+        inline_rows = None
         if not rows:
             record["rows"] = {"type": "empty"}
         elif history.fits_inline(rows, 0, 0):
-            record["rows"], add["ops"] = {"type": "inline"}, rows
+            record["rows"], inline_rows = {"type": "inline"}, rows
         else:
             refs, written = history.place(new_thread_id, [(new_id, int(rec["step"]), rows)])
             record["rows"] = refs[new_id]
             objects = [*objects, *written]
         _into_new(new_thread_id, m)
-        return Plan([add], new_id, objects=objects, copies=copies)
+        return Plan([A.add(record, inline_rows)], new_id, objects=objects, copies=copies)
 
-    return await engine.log.commit(new_thread_id, plan)
+    return await engine.log.commit(new_thread_id, plan, MAINTENANCE)
 
 
 async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[str, str]:
@@ -137,7 +138,7 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
 
     async def plan(m: Manifest, attempt: int) -> Plan[dict[str, str]]:
         copies: dict[str, str] = {}
-        actions: list[dict[str, Any]] = []
+        actions: list[A.Action] = []
         for cid, rec in src.records.items():
             new_id = mapping[cid]
             parent = rec.get("parent")
@@ -148,13 +149,11 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
                 "ref": _copied_ref(dst_thread, rec, new_id, copies),
             }
             record.update(segments.get(cid, {}))
-            action: dict[str, Any] = {"action": "add", "record": record}
-            if holds_inline(rec):  # a delta's ops, or a full record's history rows, still inline
-                action["ops"] = src.inline.get(cid, [])
-            actions.append(action)
+            inline = holds_inline(rec)  # a delta's ops, or a full record's history rows, still inline
+            actions.append(A.add(record, src.inline.get(cid, []) if inline else None))
         _into_new(dst_thread, m)
         return Plan(actions, mapping, objects=objects, copies=copies)
 
     if not src.records:
         return {}
-    return await engine.log.commit(dst_thread, plan)
+    return await engine.log.commit(dst_thread, plan, MAINTENANCE)

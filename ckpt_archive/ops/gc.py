@@ -42,21 +42,15 @@ import posixpath
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..engine import Engine, Fold, Plan, gc_floor
+from ..engine import GC, Engine, Plan, gc_floor
 from ..engine.folds import read_folded
 from ..errors import CheckpointError, CorruptManifest, MissingObject, UnsafeGcGrace
+from ..format import actions as A
 from ..format import layout
 from ..format.manifest import Manifest
 from ..format.parts import checked_part_refs
 from ..retention import GcReport
 from . import reads
-
-
-def _folder(rel: str) -> str | None:
-    """The thread folder (``_log``, ``snapshots``...) a key relative to the thread's folder lies directly
-    in, or None: anything deeper or elsewhere is not the archive's, and gc leaves it alone."""
-    folder, sep, name = rel.partition("/")
-    return folder if sep and name and "/" not in name and folder in layout.THREAD_FOLDERS else None
 
 
 def _old(info: dict[str, Any], cutoff: datetime) -> bool:
@@ -92,18 +86,17 @@ async def _thread_gc(
     listed; ``mine``: those under the thread's folder. Blobs are never deleted here: the thread adds
     those it references to ``live_blobs`` and those it stopped referencing less than the grace ago to
     ``protected_blobs``."""
-    blob_prefix = layout.BLOBS + "/"
     # afresh, after the listing (see the module doc); the hint read first is never newer than the
     # manifest, so the folds it keeps (``keep_from`` below) are never fewer than the manifest needs
     hint = await engine.log.read_hint(thread_id)
     m = await engine.log.manifest(thread_id, hint=hint, hint_read=True, cache=False)
     refs = m.referenced_keys()
     doomed: list[str] = []
-    live_blobs.update(k for k in refs if k.startswith(blob_prefix))
+    live_blobs.update(k for k in refs if layout.is_blob_key(k))
     for key, tomb in m.tombstones.items():  # each names a payload of this thread or a blob (schema)
         at = datetime.fromisoformat(tomb["at"])
         mtime = objects.get(key, {}).get("mtime")
-        if key.startswith(blob_prefix):  # archive-wide: deleted only by the blob rule (``_collect_blobs``)
+        if layout.is_blob_key(key):  # archive-wide: deleted only by the blob rule (``_collect_blobs``)
             if key in refs or at <= cutoff:
                 forget.add(key)
             else:
@@ -124,7 +117,7 @@ async def _thread_gc(
         else:
             report.pending += 1
     prefix = layout.thread_dir(thread_id) + "/"
-    logs = {k: v for k, v in mine.items() if _folder(k[len(prefix) :]) == "_log"}
+    logs = {k: v for k, v in mine.items() if layout.folder_of(k[len(prefix) :]) == layout.LOG}
     folds = {k: entry[1] for k in logs if (entry := layout.log_name(posixpath.basename(k))) and entry[0] == "fold"}
     folded = list(folds.values())
     in_use = [s for s in folded if s <= m.seq]
@@ -169,9 +162,9 @@ async def _thread_gc(
             continue
         if layout.own_temp(key):
             report.temp_files += 1
-        elif _folder(rel) == "_parts":  # sealed parts of a superseded fold
+        elif layout.folder_of(rel) == layout.PARTS:  # sealed parts of a superseded fold
             report.manifests += 1
-        elif _folder(rel) in layout.PAYLOAD_FOLDERS:
+        elif layout.folder_of(rel) in layout.PAYLOAD_FOLDERS:  # not deeper: gc leaves that alone
             report.orphans += 1
         else:
             continue
@@ -220,9 +213,9 @@ async def _collect_blobs(
 async def _purge(engine: Engine, thread_id: str, keys: set[str]) -> None:
     async def plan(m: Manifest, attempt: int) -> Plan[None]:
         gone = sorted(k for k in keys if k in m.tombstones)
-        return Plan([{"action": "purge", "keys": gone}] if gone else [], None)
+        return Plan([A.purge(gone)] if gone else [], None)
 
-    await engine.log.commit(thread_id, plan, fold=Fold.WITH_HINT, cache=False)
+    await engine.log.commit(thread_id, plan, GC)
 
 
 def _owned_upload(key: str) -> bool:

@@ -23,6 +23,7 @@ from .. import codec, limits
 from ..delta import Delta, diff_checkpoint
 from ..engine import Engine
 from ..engine.chains import ChainReader
+from ..format import actions as A
 from ..format import crypto, layout
 from ..format.content import Content
 from ..format.manifest import Manifest, Record, history_ref
@@ -172,7 +173,7 @@ class Rewrite:
 
     async def actions(
         self, after: dict[str, Record], removed: Iterable[str]
-    ) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
+    ) -> tuple[list[A.UpdateAction], list[tuple[str, bytes]]]:
         """(update actions, objects to write) so that ``after`` (the records once the plan's other
         actions applied, in order) holds every history row once. Updates it makes are applied to
         ``after`` too, so the caller's tombstone sees the records as they will be."""
@@ -186,18 +187,21 @@ class Rewrite:
             key = _holder(rec) if cid not in self.replaced else None
             if key is not None and key in rewrite:
                 moved.setdefault(key, []).append((rec, await self.reader.history_ops(rec, m.inline)))
-        actions: list[dict[str, Any]] = []
+        actions: list[A.UpdateAction] = []
         objects: list[tuple[str, bytes]] = []
         for recs in moved.values():
             changes, segment = reencode(thread_id, [(rec, rec["id"], ops) for rec, ops in recs])
             objects.append(segment)
             for cid, change in changes.items():
-                actions.append({"action": "update", "id": cid, "set": change})
+                if "rows" in change:
+                    actions.append(A.rows(cid, change["rows"]))
+                else:
+                    actions.append(A.repoint(cid, change["ref"], change["bytes"]))
                 after[cid] = {**after[cid], **change}
         entries = [(cid, int(after[cid]["step"]), ops) for cid, ops in self.replaced.items() if cid in after]
         refs, written = place(thread_id, entries)
         objects += written
         for cid, ref in refs.items():
-            actions.append({"action": "update", "id": cid, "set": {"rows": ref}})
+            actions.append(A.rows(cid, ref))
             after[cid] = {**after[cid], "rows": ref}
         return actions, objects

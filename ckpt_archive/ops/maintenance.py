@@ -28,8 +28,9 @@ from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from .. import codec, limits
-from ..engine import Engine, Plan
+from ..engine import MAINTENANCE, Engine, Plan
 from ..errors import CheckpointNotFound, CheckpointVersionConflict, InvalidState
+from ..format import actions as A
 from ..format import layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, now_iso, record_info, ref_keys
@@ -56,7 +57,7 @@ class Rebase:
         }
         # blobs the thread references: a new snapshot of a content it holds needs none written (the
         # records that list them are in the manifest this commit is put against: spec.md section 5)
-        self.known_blobs = {key for key in m.referenced_keys() if key.startswith(layout.BLOBS + "/")}
+        self.known_blobs = {key for key in m.referenced_keys() if layout.is_blob_key(key)}
         self.writes: list[tuple[str, bytes]] = []
 
     async def prefetch(self, checkpoint_ids: Iterable[str]) -> None:
@@ -78,20 +79,20 @@ class Rebase:
             thread_id, rec["id"], key, content, self.known, self.known_blobs
         )
         self.known.update((p["digest"], p) for p in ref.get("pages", ()))
-        self.known_blobs.update(k for k, _ in objects if k.startswith(layout.BLOBS + "/"))
+        self.known_blobs.update(k for k, _ in objects if layout.is_blob_key(k))
         self.writes.extend(objects)
         digest = self.engine.contents.digests(content, thread_id)
         # an update merges into the record: a plain digest of the old content must not survive its encryption
         digest.update(
             {name: None for name in ("state_sha256", "messages_sha256") if name in rec and name not in digest}
         )
-        return {"kind": "full", "depth": 0, "ref": ref, "bytes": size, **digest}, size
+        return A.snapshot_fields(ref, size, digest), size
 
 
-def _tombstone(before: dict[str, int], after: Iterable[Record]) -> dict[str, Any] | None:
+def _tombstone(before: dict[str, int], after: Iterable[Record]) -> A.TombstoneAction | None:
     still = {key for r in after for key in ref_keys(r)}
     objects = {k: s for k, s in before.items() if k not in still}
-    return {"action": "tombstone", "at": now_iso(), "objects": objects} if objects else None
+    return A.tombstone(objects, now_iso()) if objects else None
 
 
 async def plan_removal(
@@ -104,7 +105,7 @@ async def plan_removal(
     if not removed:
         return Plan([], report)
     after = {cid: rec for cid, rec in m.records.items() if cid not in remove}
-    actions: list[dict[str, Any]] = [{"action": "remove", "ids": removed}]
+    actions: list[A.Action] = [A.remove(removed)]
     rebase = Rebase(engine, m)
     rows = history.Rewrite(engine, m, rebase.reader)
     # every kept record whose parent leaves: a new chain root, its history rows its whole content
@@ -115,7 +116,7 @@ async def plan_removal(
         content = await rebase.content(cid)
         if rec["kind"] == "delta":
             change, size = rebase.full(rec, content)
-            actions.append({"action": "update", "id": cid, "set": change})
+            actions.append(A.rebase(cid, change))
             after[cid] = {**rec, **change}
             report.rebased.append(cid)
             report.bytes_written += size
@@ -141,7 +142,7 @@ async def prune(engine: Engine, thread_id: str, policy: RetentionPolicy, *, dry_
         kept = evaluate(policy, infos, datetime.now(UTC))
         return await plan_removal(engine, m, set(m.records) - set(kept), kept, dry_run=dry_run)
 
-    return await engine.log.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan, MAINTENANCE)
 
 
 async def remove(
@@ -156,7 +157,7 @@ async def remove(
         kept = {cid: ["not named"] for cid in m.records if cid not in wanted}
         return await plan_removal(engine, m, wanted & set(m.records), kept, dry_run=dry_run)
 
-    return await engine.log.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan, MAINTENANCE)
 
 
 Progress = Callable[[int, int, PruneReport], None]
@@ -226,7 +227,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
             raise CheckpointVersionConflict(
                 f"checkpoint {checkpoint_id!r} is at version {version}, not {expected_version}; nothing changed"
             )
-        actions: list[dict[str, Any]] = []
+        actions: list[A.Action] = []
         after = dict(m.records)
         rebase = Rebase(engine, m)
         rows = history.Rewrite(engine, m, rebase.reader)
@@ -239,13 +240,13 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
             content = await rebase.content(cid)
             if m.records[cid]["kind"] == "delta":
                 change, _ = rebase.full(m.records[cid], content)
-                actions.append({"action": "update", "id": cid, "set": change})
+                actions.append(A.rebase(cid, change))
                 after[cid] = {**m.records[cid], **change}
             rows.replace(after[cid], edited, content)
         change, _ = rebase.full(rec, edited)
-        change["version"] = version + 1  # its new digests (``Rebase.full``) prove a protected one anew
-        actions.append({"action": "update", "id": checkpoint_id, "set": change})
-        after[checkpoint_id] = {**rec, **change}
+        edit = A.edit(checkpoint_id, change, version + 1)  # its new digests (``Rebase.full``) prove it anew
+        actions.append(edit)
+        after[checkpoint_id] = {**rec, **edit["set"]}
         rows.replace(after[checkpoint_id], history.EMPTY if base is None else await rebase.content(base), edited)
         updates, written = await rows.actions(after, ())
         actions += updates
@@ -255,7 +256,7 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
             actions.append(tomb)
         return Plan(actions, (version + 1, messages), objects=rebase.writes)
 
-    new_version, messages = await engine.log.commit(thread_id, plan)
+    new_version, messages = await engine.log.commit(thread_id, plan, MAINTENANCE)
     engine.contents.remember(state_key(engine.log.manifests[thread_id].records[checkpoint_id]), (state, messages))
     return new_version
 
@@ -273,6 +274,6 @@ async def set_pinned(engine: Engine, checkpoint_id: str, pinned: bool) -> bool:
             meta[PINNED_KEY] = True
         else:
             meta.pop(PINNED_KEY, None)
-        return Plan([{"action": "update", "id": checkpoint_id, "set": {"metadata": meta}}], True)
+        return Plan([A.pin(checkpoint_id, meta)], True)
 
-    return await engine.log.commit(thread_id, plan)
+    return await engine.log.commit(thread_id, plan, MAINTENANCE)

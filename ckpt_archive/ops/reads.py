@@ -240,8 +240,8 @@ async def _hashed_thread(engine: Engine, folder: str) -> str | None:
     """The thread id that a hashed folder's hint or first commit records (it must hash to the folder)."""
     failure: CheckpointError | None = None
     for what, kind, key in (
-        ("head hint", "head hint", f"{folder}/{layout.HEAD}"),
-        ("commit 1", "commit entry", f"{folder}/_log/{1:020d}{layout.COMMIT_SUFFIX}"),
+        ("head hint", "head hint", layout.folder_head_key(folder)),
+        ("commit 1", "commit entry", layout.folder_log_key(folder, 1)),
     ):
         data = await engine.store.get_or_none(key)  # the commit only when the hint does not do
         if data is None:

@@ -28,8 +28,9 @@ from typing import Any
 from .. import codec, limits
 from ..chain import snapshot_due
 from ..delta import diff_checkpoint
-from ..engine import ONCE, SAVE, Engine, Fold, Plan
+from ..engine import COMPACT, SAVE, Engine, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
+from ..format import actions as A
 from ..format import crypto, layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, ref_keys
@@ -104,14 +105,15 @@ async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False
         if not detached and parent_id is not None and parent_id not in m.records:
             raise CheckpointNotFound(f"parent {parent_id!r} is not a checkpoint of thread {thread_id!r}")
         actions, objects = await prepare(engine, m, checkpoint, parent_id, content, fields, detached=detached)
-        return Plan(actions, None, objects=objects)
 
-    async def landed(new: Manifest, done: Plan[None]) -> None:
-        if time.monotonic() - started > engine.root.manifest_ttl / 2:
-            await confirm(engine, thread_id, cid, new.seq, done.objects)
-        engine.contents.remember(state_key(new.records[cid]), content)
+        async def landed(new: Manifest) -> None:
+            if time.monotonic() - started > engine.root.manifest_ttl / 2:
+                await confirm(engine, thread_id, cid, new.seq, objects)
+            engine.contents.remember(state_key(new.records[cid]), content)
 
-    await engine.log.commit(thread_id, plan, retry=SAVE, fold=Fold.IF_COMPACTED, first_read=known_head, landed=landed)
+        return Plan(actions, None, objects=objects, landed=landed)
+
+    await engine.log.commit(thread_id, plan, SAVE.known_head(known_head))
     return cid
 
 
@@ -165,7 +167,7 @@ async def prepare(
     fields: Record,
     *,
     detached: bool = False,
-) -> tuple[list[dict[str, Any]], list[tuple[str, bytes]]]:
+) -> tuple[list[A.Action], list[tuple[str, bytes]]]:
     """Actions of the commit and payload objects (key, bytes) to write before it (``fields``: the
     checked ``Checkpoint.record_fields`` of ``ckpt``). ``parent_id`` is recorded; unless ``detached`` it is also the
     base a delta is taken against."""
@@ -176,7 +178,7 @@ async def prepare(
     record: Record = {**fields, "fields": dict(fields["fields"]), "parent": parent_id}
     enc = engine.encryption
     objects: list[tuple[str, bytes]] = []
-    actions: list[dict[str, Any]] = []
+    actions: list[A.Action] = []
     ops = None
     # a delta stays inline in commit entries, hints and folds: a thread holds at most
     # MAX_INLINE_DELTAS of them, of at most INLINE_OPS_BYTES each and INLINE_TOTAL_BYTES together
@@ -205,36 +207,36 @@ async def prepare(
             rows_base = parent_id if parent_id is not None and parent_id in m.records else None
             base_content = EMPTY if rows_base is None else await engine.contents.content_of(m, rows_base)
             history = history_rows(engine, m.thread_id, ckpt.checkpoint_id, base_content, content)
-        add: dict[str, Any] = {"action": "add", "record": record}
-        actions.append(add)
         # the rows go into the segment this snapshot's compaction writes anyway, or stay inline in
         # this commit (until the next compaction), or, too big for either, to a segment of their own
         compact = compact_action(m, (ckpt.checkpoint_id, ckpt.step, history))
-        if compact is not None:
-            action, segment_key, segment = compact
-            objects.append((segment_key, segment))
-            actions.append(action)
-            record["rows"] = action.pop("rows")
-            objects.extend(action.pop("objects", []))
+        joined = compact[3] if compact is not None else None
+        inline_rows = None
+        if joined is not None:
+            record["rows"] = joined
         elif not history:
             record["rows"] = {"type": "empty"}
-        elif fits_inline(history, 0, 0):
-            record["rows"] = {"type": "inline"}
-            add["ops"] = history
+        elif compact is None and fits_inline(history, 0, 0):
+            record["rows"], inline_rows = {"type": "inline"}, history
         else:
             refs, written = place(m.thread_id, [(ckpt.checkpoint_id, ckpt.step, history)])
             record["rows"] = refs[ckpt.checkpoint_id]
             objects.extend(written)
+        actions.append(A.add(record, inline_rows))
+        if compact is not None:
+            action, segment_key, segment, _ = compact
+            objects.append((segment_key, segment))
+            actions.append(action)
     else:
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
         if ops:
             record.update(ref={"type": "inline", **({"blobs": names} if names else {})}, bytes=stored_ops)
-            actions.append({"action": "add", "record": record, "ops": ops})
+            actions.append(A.add(record, ops))
             objects.extend(blob_objects)
         else:
             record.update(ref={"type": "empty"}, bytes=0)
-            actions.append({"action": "add", "record": record})
+            actions.append(A.add(record))
     return actions, objects
 
 
@@ -263,16 +265,16 @@ def parent_blobs(m: Manifest, parent_id: str | None) -> set[str]:
     the thread, and gc keeps every blob a record of a thread it read lists (spec.md section 5)."""
     if parent_id is None:
         return set()
-    return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if key.startswith(layout.BLOBS + "/")}
+    return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if layout.is_blob_key(key)}
 
 
 def compact_action(
     m: Manifest, new: tuple[str, int, list[dict[str, Any]]] | None = None
-) -> tuple[dict[str, Any], str, bytes] | None:
+) -> tuple[A.CompactAction, str, bytes, dict[str, Any] | None] | None:
     """Move every inline delta of the thread (and the history rows full records keep inline) into one
     Parquet segment (``encode_segment``); None when nothing is inline. ``new``: (id, step, history rows)
-    of the full record this commit adds, written into the same segment when they fit the inline
-    bounds beside the others (the action then carries its ``rows`` ref, for the record, under ``rows``)."""
+    of the full record this commit adds, written into the same segment (as its last checkpoint) when
+    they fit the inline bounds beside the others: the last item is then their ``rows`` ref (else None)."""
     if not m.inline:
         return None
     entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
@@ -282,24 +284,11 @@ def compact_action(
         entries.append(new)
     data, groups = encode_segment(m.thread_id, entries)
     key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
-    action: dict[str, Any] = {
-        "action": "compact",
-        "key": key,
-        "sha256": codec.sha256(data),
-        "size": len(data),
-        "row_groups": {cid: {"row_group": g, "bytes": size} for cid, (g, size) in groups.items()},
-        "empty": [cid for cid, _, ops in entries if not ops],
-    }
-    if new is not None:
-        if joined:
-            del action["row_groups"][new[0]]
-            action["rows"] = segment_ref(key, data, groups[new[0]][0])
-        elif not new[2]:
-            action["rows"] = {"type": "empty"}
-        else:  # too big to join the others: a segment of its own, written with them
-            refs, written = place(m.thread_id, [new])
-            action["rows"], action["objects"] = refs[new[0]], written
-    return action, key, data
+    row_groups = {cid: placed for cid, placed in groups.items() if not (joined and new is not None and cid == new[0])}
+    empty = [cid for cid, _, ops in entries if not ops]
+    action = A.compact(key, codec.sha256(data), len(data), row_groups, empty)
+    rows = segment_ref(key, data, groups[new[0]][0]) if joined and new is not None else None
+    return action, key, data, rows
 
 
 async def compact(engine: Engine, thread_id: str) -> bool:
@@ -309,7 +298,7 @@ async def compact(engine: Engine, thread_id: str) -> bool:
         compact = compact_action(m)
         if compact is None:
             return Plan([], False)
-        action, key, data = compact
+        action, key, data, _ = compact
         return Plan([action], True, objects=[(key, data)])
 
-    return await engine.log.commit(thread_id, plan, retry=ONCE, fold=Fold.IF_COMPACTED)
+    return await engine.log.commit(thread_id, plan, COMPACT)

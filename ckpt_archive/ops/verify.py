@@ -150,7 +150,7 @@ async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -
     tdir = layout.thread_dir(thread_id)
     found = await engine.store.find(tdir)
     m = await _fold_log(engine, thread_id, found, report)
-    log_dir = f"{tdir}/_log/"
+    log_dir = layout.log_dir(thread_id) + "/"
     log = {k: v for k, v in found.items() if k.startswith(log_dir)}
     lost = await engine.log.lost_commits(thread_id, log, () if m is None else m.records)
     report.problems += [Problem.of(exc, thread_id) for exc in lost]
@@ -171,8 +171,8 @@ async def _verify_thread(engine: Engine, thread_id: str, report: VerifyReport) -
         for k in found
         if k not in referenced
         and k not in awaiting_gc
-        and "/_log/" not in k
-        and "/_parts/" not in k
+        and f"/{layout.LOG}/" not in k
+        and f"/{layout.PARTS}/" not in k
         and k != layout.head_key(thread_id)
     )
     await _verify_states(engine, m, report)
@@ -198,7 +198,7 @@ async def _check_hint(engine: Engine, doc: dict[str, Any], m: Manifest) -> None:
 
 async def _fold_log(engine: Engine, thread_id: str, found: dict[str, Any], report: VerifyReport) -> Manifest | None:
     """Fold every commit entry; check each folded manifest against the fold of the commits."""
-    log_dir = f"{layout.thread_dir(thread_id)}/_log/"
+    log_dir = layout.log_dir(thread_id) + "/"
     names = [k[len(log_dir) :] for k in found if k.startswith(log_dir)]
     commits, folded = layout.log_seqs(names)
     if not commits and not folded:

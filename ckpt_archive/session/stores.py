@@ -137,12 +137,8 @@ EVENT_SCHEMA = pa.schema(
 _META = "ckpt_archive."
 
 
-def session_dir(session_id: str) -> str:
-    return SESSION_PREFIX + layout.encode_id(session_id, "session_id")
-
-
-def batch_key(session_id: str, flush_seq: int) -> str:
-    return f"{session_dir(session_id)}/events/{flush_seq:020d}.parquet"
+session_dir = layout.session_dir
+batch_key = layout.events_key
 
 
 def encode_batch(session_id: str, batch: FlushBatch) -> bytes:
@@ -220,8 +216,8 @@ class ArchiveManagedStateStore:
             raise _conflict(session_id, batch.flush_seq)
 
     async def load(self, session_id: str) -> StoredSession | None:
-        folder = f"{session_dir(session_id)}/events"
-        names = [n for n in await self.store.list_dir(folder) if n.endswith(".parquet") and n[:20].isdigit()]
+        folder = layout.events_dir(session_id)
+        names = [n for n in await self.store.list_dir(folder) if n.endswith(layout.EVENTS_SUFFIX) and n[:20].isdigit()]
         keys = [f"{folder}/{n}" for n in sorted(names)]
         datas = await self.store.get_many(keys)
         batches = []

@@ -27,6 +27,7 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive import Checkpointer
+from ckpt_archive.format import layout
 
 __all__ = ["CheckpointerContract", "chat"]
 
@@ -163,7 +164,7 @@ class CheckpointerContract:
             "x" * 1024,
             "%2F",
             "@hash",
-            "thread_id=z",
+            layout.THREAD_PREFIX + "z",  # an id that looks like a thread folder
             "a\\b",
         ],
     )

@@ -8,16 +8,17 @@ therefore its own archive thread for the root namespace.
 State of one archive checkpoint (JSON, so the archive's delta engine diffs it)::
 
     {"checkpoint": {v, id, ts, channel_versions, versions_seen, ...}   # or "checkpoint_typed": [t, b64]
-     "channels": {name: [t, b64]                      # one serde blob
-                       | {"items": [[t, b64], ...]}},   # a list, element by element
-                                                         # (a versioned channel without a value: absent)
+     "channels": {name: <cell>},        # a list value is {"items": [<cell>, ...]}, element by element
+                                        # (a versioned channel without a value: absent)
      "metadata_typed": {key: [t, b64]},      # only metadata values that are not JSON
-     "folded": {name: {"seed": [t, b64]?, "writes": [[task_id, channel, t, b64], ...]}}}
+     "folded": {name: {"seed": <cell>?, "writes": [[task_id, channel, <cell>], ...]}}}
 
-Values only ever go through the saver's serde (``dumps_typed``/``loads_typed``), and never as pickle
-(``serde.py`` says what a stored value may construct); bytes are base64. A channel whose version did
-not move copies its parent's entry verbatim, so the delta is empty for it; a list that grew by
-appending keeps its old elements' encodings, so the delta is an ``append``.
+A cell (``values.py``) is a LangChain message or a plain value as JSON, checked exact at save, or the
+saver's serde bytes (``dumps_typed``) as ``[type, base64]`` for everything else, and for every value
+when the serde is not LangGraph's plain one (an ``EncryptedSerializer``). Never pickle (``serde.py``
+says what a stored value may construct). A channel whose version did not move copies its parent's
+entry verbatim, so the delta is empty for it; a list that grew by appending keeps its old elements'
+cells, so the delta is an ``append`` of the new ones.
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ import binascii
 from typing import Any
 
 import pybase64  # SIMD base64: decoding a 1,000-message history was a fifth of a load
+from langchain_core.messages import BaseMessage
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...codec import check_json, json_copy
 from ...errors import CheckpointError, InvalidState
 from ...model import RESERVED_PREFIX
+from . import values as V
 from .serde import UnreadableValue, check_encoding
 
 LG_KEY = RESERVED_PREFIX + "langgraph"
@@ -76,6 +80,9 @@ class SerdeCodec:
         self.raw = raw
         self.limit = limit
         self.where = where
+        self.readable = type(serde) is JsonPlusSerializer
+        """Values as JSON where exact (``values.py``): only with LangGraph's plain serde, whose output is
+        readable anyway; any other (``EncryptedSerializer``, a serde of the user's own) sees every value."""
 
     def at(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str | None) -> SerdeCodec:
         """This codec (same serde, same cache), naming in its errors the checkpoint it decodes."""
@@ -130,43 +137,114 @@ class SerdeCodec:
                 ) from exc
         return out
 
-    def encode_channel(self, value: Any, old: Any) -> Any:
-        """One channel entry; a list reuses the encodings of ``old``'s items it still starts with.
+    def encode_channel(self, value: Any, old: Any, depth: int = 0) -> Any:
+        """One channel entry (a cell, ``values.py``); a list reuses the cells of ``old``'s items it still
+        starts with.
 
-        Every element still goes through the serde (an element mutated in place must be seen); with
-        ``raw`` holding the bytes of the old items (the saver keeps them from put to put), an element
-        whose bytes are unchanged reuses the old text without being base64-encoded again."""
-        if type(value) is not list:
-            return self.dumps(value)
-        old_items = old.get("items") if isinstance(old, dict) else None
-        priors: list[Any] = old_items if type(old_items) is list else []
-        known, dumps_typed = self.raw if self.raw is not None else {}, self.serde.dumps_typed
-        items: list[Blob] = []
-        append = items.append
-        for element, prior in zip(value, priors, strict=False):  # a tight loop: every message, every put
-            typ, data = dumps_typed(element)
-            if type(prior) is list and len(prior) == 2 and prior[0] == typ and known.get(prior[1]) == data:
-                append(prior)
+        Every element is still encoded (an element mutated in place must be seen), and an element whose
+        encoding is unchanged keeps the old cell: the same JSON text, or the same serde bytes (with
+        ``raw`` holding the bytes of the old items, kept by the saver from put to put), so the delta of
+        a list that grew is an append of its new elements. ``depth``: tagged containers around it."""
+        if type(value) is list:
+            old_items = old.get(V.ITEMS) if type(old) is dict and len(old) == 1 else None
+            priors: list[Any] = old_items if type(old_items) is list else []
+            cell, inner = self.cell, depth + 1
+            items = [cell(element, prior, inner) for element, prior in zip(value, priors, strict=False)]
+            items.extend(cell(element, None, inner) for element in value[len(priors) :])
+            return {V.ITEMS: items}
+        if self.readable and V.is_delta_snapshot(value):
+            prior = old.get(V.SNAPSHOT) if type(old) is dict and len(old) == 1 else None
+            return {V.SNAPSHOT: self.encode_channel(value.value, prior, depth + 1)}
+        return self.cell(value, old, depth)
+
+    def encode_value(self, value: Any) -> Any:
+        """A pending write's value: a cell, a list element by element (``encode_channel`` without priors)."""
+        return self.encode_channel(value, None)
+
+    def cell(self, value: Any, prior: Any, depth: int = 0) -> Any:
+        """One value as a cell: JSON when the saver's serde is the plain one and JSON holds the value
+        exactly (``values.py``), else the serde's bytes. ``depth``: tagged containers around it (a
+        reader refuses a container at ``V.MAX_NESTING``, so none is written there)."""
+        if self.readable:
+            if isinstance(value, BaseMessage):
+                found = V.message_cell(value, prior)
             else:
-                append(self._encode(typ, data, element, prior))
-        for element in value[len(priors) :]:
-            typ, data = dumps_typed(element)
-            append(self._encode(typ, data, element, None))
-        return {"items": items}
+                found = V.plain_cell(value, prior)
+                if found is None and depth < V.MAX_NESTING:
+                    found = self._container(value, prior, depth + 1)  # its members' depth
+            if found is not None:
+                return found
+        return self._serde_cell(value, prior)
+
+    def _container(self, value: Any, prior: Any, depth: int) -> Any:
+        """A list or str-keyed dict that is not plain JSON (it holds messages, say), item by item."""
+        t = type(value)
+        if t is list:
+            old = prior.get(V.ITEMS) if type(prior) is dict and len(prior) == 1 else None
+            olds: list[Any] = old if type(old) is list else []
+            return {V.ITEMS: [self.cell(v, olds[i] if i < len(olds) else None, depth) for i, v in enumerate(value)]}
+        if t is dict and all(type(k) is str for k in value):
+            old_d = prior.get(V.DICT) if type(prior) is dict and len(prior) == 1 else None
+            oldd: dict[str, Any] = old_d if type(old_d) is dict else {}
+            return {V.DICT: {k: self.cell(v, oldd.get(k), depth) for k, v in value.items()}}
+        if V.is_delta_snapshot(value):
+            old_s = prior.get(V.SNAPSHOT) if type(prior) is dict and len(prior) == 1 else None
+            return {V.SNAPSHOT: self.cell(value.value, old_s, depth)}
+        return None
+
+    def _serde_cell(self, value: Any, prior: Any) -> Blob:
+        typ, data = self.serde.dumps_typed(value)
+        known = self.raw if self.raw is not None else {}
+        if type(prior) is list and len(prior) == 2 and prior[0] == typ and known.get(prior[1]) == data:
+            return prior
+        return self._encode(typ, data, value, prior)
 
     def _encode(self, typ: str, data: bytes, element: Any, prior: Any) -> Blob:
         blob = _blob(typ, data)
         self._keep(blob[1], data)
         # a non-deterministic serde (encryption): an element equal to the old one keeps its encoding
-        if prior is not None and blob != prior and _same(self.loads(prior), element):
-            return prior  # type: ignore[no-any-return]
+        if not self.readable and type(prior) is list and blob != prior and _same(self.loads(prior), element):
+            return prior
         return blob
 
     def decode_channel(self, entry: Any) -> Any:
-        if isinstance(entry, dict):
-            items = entry.get("items", [])
-            return self.loads_many(items if type(items) is list else [items])
-        return self.loads(entry)
+        """The value of a stored channel entry or pending write (a cell, ``values.py``)."""
+        return self.decode(entry, 0)
+
+    decode_value = decode_channel
+
+    def decode(self, cell: Any, depth: int) -> Any:
+        t = type(cell)
+        if t is list:
+            return self.loads(cell)
+        if t is str or t is int or t is float or t is bool:
+            return cell
+        if t is not dict:
+            raise CheckpointError(f"stored LangGraph value{self.where} is malformed: {str(cell)[:100]}")
+        tag = V.tag_of(cell, self.where)
+        if tag is None:
+            return V.decode_message(cell, self.where)
+        if tag == V.JSON:
+            return json_copy(cell[V.JSON], "stored LangGraph value")  # a private copy: states are cached
+        if depth >= V.MAX_NESTING:
+            raise CheckpointError(
+                f"stored LangGraph value{self.where} nests more than {V.MAX_NESTING} tagged containers; "
+                "no writer nests so deep: delete the checkpoint"
+            )
+        inner = cell[tag]
+        if tag == V.ITEMS and type(inner) is list:
+            return self._items(inner, depth + 1)
+        if tag == V.DICT and type(inner) is dict:
+            return {str(k): self.decode(v, depth + 1) for k, v in inner.items()}
+        if tag == V.SNAPSHOT:
+            return V.delta_snapshot(self.decode(inner, depth + 1))
+        raise CheckpointError(f"stored LangGraph value{self.where} is malformed: {str(cell)[:100]}")
+
+    def _items(self, cells: list[Any], depth: int) -> list[Any]:
+        """List elements, serde pairs decoded in one ``loads_many`` (a listed history decodes ~n^2/2)."""
+        if all(type(c) is list for c in cells):
+            return self.loads_many(cells)
+        return [self.decode(c, depth) for c in cells]
 
 
 def _blob(typ: str, data: bytes) -> Blob:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ...errors import CheckpointError
+from ...format import layout
 from ...model import Checkpoint, CheckpointInfo
 from ...ops.gc import check_grace
 from . import writes as W
@@ -135,7 +136,7 @@ class Maintenance:
                 for lg_id in (states.get(info.checkpoint_id) or {}).get("writes") or {}:
                     carried = W.carried(states[info.checkpoint_id], lg_id, f"checkpoint {info.checkpoint_id!r}")
                     folder = W.checkpoint_prefix(at, lg_id)
-                    keys.update(f"{folder}/{n}" for n in carried if n in index.get(folder, ()))
+                    keys.update(layout.writes_key(at, lg_id, n) for n in carried if n in index.get(folder, ()))
             await self.saver.store.delete(sorted(keys))
             deleted += len(keys)
         return deleted

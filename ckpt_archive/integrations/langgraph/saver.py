@@ -207,7 +207,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         if not conf.get("checkpoint_id"):
             raise InvalidIdentifier("put_writes needs config['configurable']['checkpoint_id']")
         codec = self.codec
-        entries = [[WRITES_IDX_MAP.get(ch, idx), ch, codec.dumps(value)] for idx, (ch, value) in enumerate(writes)]
+        entries = [[WRITES_IDX_MAP.get(ch, idx), ch, codec.encode_value(v)] for idx, (ch, v) in enumerate(writes)]
         lg_id = str(conf["checkpoint_id"])
         name, obj = await W.put(self.store, at, lg_id, task_id, task_path, entries)
         self.known_writes(at, lg_id, None, {name: obj})  # landed: the next put of a (grand)child carries it
@@ -227,7 +227,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
             h = history[ch]
-            entry: DeltaChannelHistory = {"writes": [(t, c, codec.loads(b)) for t, c, b in h.writes]}
+            entry: DeltaChannelHistory = {"writes": [(t, c, codec.decode_value(b)) for t, c, b in h.writes]}
             if h.seed is not None:
                 entry["seed"] = codec.decode_channel(h.seed)
             out[ch] = entry

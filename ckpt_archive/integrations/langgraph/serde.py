@@ -1,17 +1,19 @@
 """What ArchiveSaver lets a stored value construct: an allowlist, never whatever the bytes name.
 
 An archive is often written by someone else (a shared bucket, a restored backup, a colleague's export).
-A LangGraph value is stored as ``[type, bytes]``; msgpack bytes may carry an "ext" naming a module, a
-callable and its arguments, and LangGraph's ``JsonPlusSerializer`` -- unless ``allowed_msgpack_modules``
-is given or ``LANGGRAPH_STRICT_MSGPACK`` is set -- imports and calls it (``os.system`` included). So
-the saver's default serde is ``JsonPlusSerializer`` with an explicit allowlist, LangGraph's own
-mechanism: its built-in safe set (``langgraph.checkpoint.serde._msgpack.SAFE_MSGPACK_TYPES``: LangChain
-messages and ``Document``; LangGraph's ``Send``, ``Interrupt``, ``Command``, ``Overwrite``,
-``StateSnapshot``, ``PregelTask``, store ``Item``; datetime, uuid, decimal, set, deque, path, ip
-address, zoneinfo, re) plus the types the user registers. A value of any other type is handed back as
-its plain data (the dict or list it was made of, as LangGraph does in strict mode, with a warning in
-LangGraph's log) and is never constructed. The ``json`` type is revived only for the same safe set
-(and LangChain's own core objects, by LangChain's allowlist).
+LangChain messages and plain values are stored as JSON (``values.py``: a message is built only from an
+allowlisted class, by its ``type``, never through msgpack); every other value as ``[type, bytes]``;
+msgpack bytes may carry an "ext" naming a module, a callable and its arguments, and LangGraph's
+``JsonPlusSerializer`` -- unless ``allowed_msgpack_modules`` is given or ``LANGGRAPH_STRICT_MSGPACK`` is
+set -- imports and calls it (``os.system`` included). So the saver's default serde is
+``JsonPlusSerializer`` with an explicit allowlist, LangGraph's own mechanism: its built-in safe set
+(``langgraph.checkpoint.serde._msgpack.SAFE_MSGPACK_TYPES``: LangChain messages and ``Document``;
+LangGraph's ``Send``, ``Interrupt``, ``Command``, ``Overwrite``, ``StateSnapshot``, ``PregelTask``,
+store ``Item``; datetime, uuid, decimal, set, deque, path, ip address, zoneinfo, re) plus the types the
+user registers. A value of any other type is handed back as its plain data (the dict or list it was made
+of, as LangGraph does in strict mode, with a warning in LangGraph's log) and is never constructed. The
+``json`` type is revived only for the same safe set (and LangChain's own core objects, by LangChain's
+allowlist).
 
 A value the serde refuses outright (LangChain's reviver raises ``ValueError`` for an ``lc: 1``
 constructor outside its core allowlist and for a jinja2 template, before constructing it; ormsgpack for

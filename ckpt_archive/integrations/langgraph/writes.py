@@ -28,29 +28,25 @@ from typing import Any
 from ... import codec as C
 from ... import limits
 from ...errors import CheckpointError
-from ...format import layout
+from ...format import blobs, layout
 from ...format.manifest import seal, unseal
 from ...model import uuid7
 from ...storage import ObjectStore
 
 WRITES_ROOT = layout.LANGGRAPH_WRITES
 KIND = "langgraph writes"
-SUFFIX = ".json.zst"
+SUFFIX = layout.LANGGRAPH_WRITES_SUFFIX
 CARRY_BYTES = 1024 * 1024
 """The most base64 text of its parent's writes a put carries in its state; a parent with more keeps them
 as objects only (read apart, never collected)."""
 
 Entry = tuple[str, int, str, Any, str]  # task_id, idx, channel, blob, task_path
-Obj = list[Any]  # [task_id, task_path, [[idx, channel, [type, b64]], ...]]: one put_writes call
+Obj = list[Any]  # [task_id, task_path, [[idx, channel, <cell>], ...]]: one put_writes call (cells: values.py)
 Objects = dict[str, Obj]  # object name -> its writes
 
 
-def thread_prefix(archive_thread_id: str) -> str:
-    return f"{WRITES_ROOT}/{layout.encode_id(archive_thread_id, 'thread_id')}"
-
-
-def checkpoint_prefix(archive_thread_id: str, checkpoint_id: str) -> str:
-    return f"{thread_prefix(archive_thread_id)}/{layout.encode_id(checkpoint_id, 'checkpoint_id')}"
+thread_prefix = layout.writes_thread_dir
+checkpoint_prefix = layout.writes_dir
 
 
 def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj) -> bytes:
@@ -61,7 +57,7 @@ def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj) -> bytes:
             "checkpoint_id": checkpoint_id,
             "task_id": obj[0],
             "task_path": obj[1],
-            "writes": obj[2],  # [idx, channel, [type, b64]]
+            "writes": obj[2],  # [idx, channel, <cell>]
         }
     )
     # readers refuse a writes object over its kind's bounds: never write one
@@ -91,12 +87,11 @@ async def put(
     store: ObjectStore, archive_thread_id: str, checkpoint_id: str, task_id: str, task_path: str, entries: list[Any]
 ) -> tuple[str, Obj]:
     """One ``put_writes`` call: one put-if-absent of a fresh name; its name and what it holds."""
-    prefix = checkpoint_prefix(archive_thread_id, checkpoint_id)
     obj: Obj = [task_id, task_path, entries]
     body = _doc(archive_thread_id, checkpoint_id, obj)
     while True:  # a uuid7 is new unless another process minted the same one in the same ms
         name = uuid7() + SUFFIX
-        if await store.put_if_absent(f"{prefix}/{name}", body):
+        if await store.put_if_absent(layout.writes_key(archive_thread_id, checkpoint_id, name), body):
             return name, obj
 
 
@@ -124,13 +119,11 @@ async def index_thread(store: ObjectStore, archive_thread_id: str) -> dict[str, 
 async def fetch(store: ObjectStore, archive_thread_id: str, checkpoint_id: str, wanted: Iterable[str]) -> Objects:
     """The named objects of a checkpoint (one GET each, concurrently); one deleted since it was listed
     (collected: a state carries it) is left out."""
-    prefix = checkpoint_prefix(archive_thread_id, checkpoint_id)
-    wanted = list(wanted)
+    keys = {name: layout.writes_key(archive_thread_id, checkpoint_id, name) for name in wanted}
     out: Objects = {}
-    for name, data in zip(wanted, await store.get_many([f"{prefix}/{n}" for n in wanted]), strict=True):
+    for (name, key), data in zip(keys.items(), await store.get_many(list(keys.values())), strict=True):
         if data is None:
             continue
-        key = f"{prefix}/{name}"
         doc = unseal(data, f"writes {key!r}", key=key, kind=KIND)
         if doc.get("type") != "langgraph_writes" or (doc.get("thread"), doc.get("checkpoint_id")) != (
             archive_thread_id,
@@ -157,7 +150,20 @@ def carried(state: Mapping[str, Any] | None, checkpoint_id: str, where: str) -> 
 
 
 def carry_size(objects: Objects) -> int:
-    return sum(len(blob[1]) for obj in objects.values() for _, _, blob in obj[2] if type(blob) is list)
+    """Bytes of the values a state would carry inline: base64 text of serde cells, JSON text of the
+    others as the archive stores them, a string of ``limits.BLOB_MIN_BYTES`` or more being a reference
+    to its blob (``format.blobs``: the image a message holds is stored once however many carry it)."""
+    return sum(_size(cell) for obj in objects.values() for _, _, cell in obj[2])
+
+
+def _unnamed(raw: bytes) -> str:
+    return "0" * 64  # only the reference's size matters here: no digest computed
+
+
+def _size(cell: Any) -> int:
+    if type(cell) is list and len(cell) == 2 and type(cell[1]) is str:
+        return len(cell[1])
+    return len(C.dumps(blobs.encode(cell, _unnamed)[0]))
 
 
 def merge(objects: Mapping[str, Obj]) -> list[Entry]:
@@ -175,15 +181,19 @@ def merge(objects: Mapping[str, Obj]) -> list[Entry]:
 
 
 def decode(codec: Any, entries: list[Entry]) -> list[tuple[str, str, Any]]:
-    return [(task_id, channel, codec.loads(blob)) for task_id, _, channel, blob, _ in entries]
+    return [(task_id, channel, codec.decode_value(cell)) for task_id, _, channel, cell, _ in entries]
 
 
 async def copy_entries(store: ObjectStore, src_thread: str, dst_thread: str, checkpoint_id: str) -> None:
     """Copy a checkpoint's objects to another archive thread, under the same names (rewriting their
     thread field), so that what the copied states carry and the copied objects stay one set."""
     found = await read_folder(store, src_thread, checkpoint_id)
-    dst = checkpoint_prefix(dst_thread, checkpoint_id)
-    await asyncio.gather(*(store.put(f"{dst}/{n}", _doc(dst_thread, checkpoint_id, o)) for n, o in found.items()))
+    await asyncio.gather(
+        *(
+            store.put(layout.writes_key(dst_thread, checkpoint_id, n), _doc(dst_thread, checkpoint_id, o))
+            for n, o in found.items()
+        )
+    )
 
 
 async def delete_checkpoint(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> None:
