@@ -3,7 +3,8 @@
 Save protocol (docs/format/spec.md has the normative version):
 
 1. payload objects are written first (a snapshot; at a snapshot, the thread's
-   inline deltas compacted into one Parquet segment); a plain delta has none, its ops are inline
+   inline deltas compacted into one Parquet segment, with the snapshot's own history rows, its
+   change against its parent: ``history``, spec.md section 4); a plain delta has none, its ops are inline
    in the commit entry. No id index is written: a minted checkpoint id names its thread
    (``ids.mint_checkpoint_id``, spec.md section 8);
 2. the commit entry ``_log/<seq+1>.json.zst`` is created put-if-absent. Losing that
