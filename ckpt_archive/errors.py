@@ -123,6 +123,20 @@ class ForeignRows(IntegrityError):
     or moved under this thread by hand. Restore the thread's own segment (or re-copy the thread)."""
 
 
+class StaleRows(IntegrityError):
+    """A segment the manifest references holds rows of a checkpoint that is in no record, or whose history
+    rows the manifest places elsewhere: a reader of the Parquet files alone would count them (twice, or
+    for a checkpoint the API no longer shows). Maintenance rewrites such segments; re-run the prune, or
+    copy the thread (``copy_thread`` writes every row once)."""
+
+
+class MissingRows(IntegrityError):
+    """A full record has no history rows (``rows``), or its rows do not turn its base (its parent's
+    content, or the empty content) into its content: a reader of the Parquet files alone misses or
+    misreads that checkpoint. Loads are unaffected (they read its snapshot); copy the thread to restore
+    the rows."""
+
+
 class ObjectTooLarge(IntegrityError):
     """A stored object is (or would decompress to) more bytes than any writer produces for its kind
     (``ckpt_archive.limits``): a decompression bomb or damage, refused before the memory is taken."""

@@ -129,6 +129,10 @@ LIMITS: dict[str, int] = {
     # (ids dictionary-encoded, paths and values as text; incompressible values stay about their size)
     "delta segment": 4 * INLINE_TOTAL_BYTES,
     "row group": 4 * INLINE_TOTAL_BYTES,
+    # one full record's history rows too big for the above (``layout.HISTORY_SUFFIX``): at most its
+    # content, once, as JSON text (paths, ids and op names beside it), like a snapshot
+    "history segment": 2 * STATE_BYTES + MiB,
+    "history row group": 2 * STATE_BYTES + MiB,
 }
 LIMITS["object"] = max(LIMITS.values())
 """An object of a kind the caller does not name (tests, tools): the largest bound of all."""
@@ -148,6 +152,7 @@ VALUES: dict[str, int] = {
     # the paths and values of a segment's row group, parsed one by one: the text of the thread's inline
     # deltas, at most INLINE_TOTAL_BYTES, and a count is a byte of that text (so a writer never exceeds it)
     "row group": INLINE_TOTAL_BYTES,
+    "history row group": STATE_VALUES + MiB,
 }
 VALUES["langgraph writes"] = VALUES["commit entry"]  # serde blobs as base64 strings: few values
 VALUES["blob"] = LIMITS["blob"]  # a string, never parsed: no count can exceed its bytes, so none is made

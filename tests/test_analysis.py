@@ -56,11 +56,10 @@ def test_dataset_rows_are_the_stored_deltas(built: Any, backend: str) -> None:
         known: dict[str, dict[str, Any]] = {}
         for ckpt in states(archive, thread):
             known[ckpt.checkpoint_id] = ckpt.state
-            if kinds[ckpt.checkpoint_id] == "full":
-                assert ckpt.checkpoint_id not in by_ckpt  # full snapshots have no delta rows
-                continue
-            assert ckpt.parent_id is not None
-            parent = known[ckpt.parent_id]
+            # every checkpoint's history rows, a full snapshot's too: against its parent's state, or
+            # the empty one where the parent is not in the thread (a chain root)
+            parent = known.get(ckpt.parent_id or "", {})
+            assert kinds[ckpt.checkpoint_id] == "delta" or ckpt.parent_id is None or ckpt.parent_id in known
             assert by_ckpt.get(ckpt.checkpoint_id, []) == ca.diff(parent, ckpt.state)
             assert ca.apply(parent, by_ckpt.get(ckpt.checkpoint_id, [])) == ckpt.state
             seen += 1

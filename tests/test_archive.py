@@ -234,7 +234,7 @@ def test_segments_are_parquet_row_groups_of_consecutive_checkpoints_readable_wit
     assert archive.compact("chat/1") is True
     assert archive.compact("chat/1") is False
     files = sorted(fsspec.filesystem("file").glob(f"{url}/thread_id=*/deltas/*.parquet"))
-    assert len(files) == 3  # deltas 1-4, 6-9, 11
+    assert len(files) == 3  # steps 0-5, 6-10, 11: each snapshot's history rows join its compaction's segment
     assert [pq.ParquetFile(f).num_row_groups for f in files] == ([1, 1, 1] if per_group == 64 else [2, 2, 1])
     infos = ca.open_archive(url).list("chat/1")
     deltas = [i for i in infos if i.kind == "delta"]
@@ -246,9 +246,10 @@ def test_segments_are_parquet_row_groups_of_consecutive_checkpoints_readable_wit
         f"select thread_id, step, op, key from read_parquet('{url}/thread_id=*/deltas/*.parquet', "
         "hive_partitioning=false) order by step"
     ).fetchall()
-    assert [r[1] for r in rows if r[3] == "messages"] == [1, 2, 3, 4, 6, 7, 8, 9, 11]
+    assert [r[1] for r in rows if r[3] == "messages"] == list(range(12))  # snapshot steps included
     assert {r[0] for r in rows} == {"chat/1"}
-    assert {r[2] for r in rows if r[3] == "messages"} == {"append"}
+    # the first checkpoint's rows are against the empty content: its list is set whole, then appended to
+    assert [r[2] for r in rows if r[3] == "messages"] == ["set"] + ["append"] * 11
     fresh = ca.open_archive(url)
     assert fresh.load("chat/1").state["messages"] == messages  # type: ignore[union-attr]
     assert [i.kind for i in fresh.list("chat/1")][:6] == ["full", "delta", "delta", "delta", "delta", "full"]

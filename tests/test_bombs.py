@@ -54,6 +54,7 @@ def parquet_bomb(checkpoint_id: str, rows: int = 1024, value: int = 1 << 20) -> 
             "thread_id": pa.array(["t"] * rows),
             "checkpoint_id": pa.array([checkpoint_id] * rows),
             "step": pa.array([1] * rows, pa.int64()),
+            "op_index": pa.array(range(rows), pa.int64()),
             "op": pa.array(["set"] * rows),
             "key": pa.array(["x"] * rows),
             "path": pa.array(['["x"]'] * rows),
@@ -87,6 +88,7 @@ def lying_segment(checkpoint_id: str, rows: int = 200, value: int = 8 << 20) -> 
         same(pa.array(["t"])),
         same(pa.array([checkpoint_id])),
         same(pa.array([1], pa.int64())),
+        pa.chunked_array([pa.array([i], pa.int64()) for i in range(rows)]),  # op_index
         same(pa.array(["set"])),
         same(pa.array(["x"])),
         same(pa.array(['["x"]'])),
@@ -250,7 +252,8 @@ def test_a_segment_whose_footer_lies_costs_a_reader_nothing(tmp_path: Path, bomb
 def test_a_segment_in_an_encoding_that_expands_past_its_pages_is_refused() -> None:
     """DELTA_BYTE_ARRAY values share their predecessor's prefix, so they decode to more than their
     page's size; no segment is written in it, so a reader refuses it before pyarrow decodes it."""
-    rows = {"thread_id": ["t"] * 4, "checkpoint_id": ["c"] * 4, "step": [1] * 4, "op": ["set"] * 4, "key": ["x"] * 4}
+    rows = {"thread_id": ["t"] * 4, "checkpoint_id": ["c"] * 4, "step": [1] * 4, "op_index": [0, 1, 2, 3]}
+    rows.update({"op": ["set"] * 4, "key": ["x"] * 4})
     rows.update({"path": ['["x"]'] * 4, "value": ["1"] * 4, "target": [None] * 4})
     buf = io.BytesIO()
     options: dict[str, Any] = {"use_dictionary": False, "column_encoding": {"value": "DELTA_BYTE_ARRAY"}}
@@ -569,6 +572,7 @@ def value_segment(checkpoint_id: str, value: bytes) -> bytes:
             "thread_id": ["t"],
             "checkpoint_id": [checkpoint_id],
             "step": pa.array([1], pa.int64()),
+            "op_index": pa.array([0], pa.int64()),
             "op": ["set"],
             "key": ["chat"],
             "path": ['["chat"]'],

@@ -64,10 +64,12 @@ def save_all(archive: ca.ArchiveCheckpointer, thread: str = "t") -> list[ca.Chec
 
 
 def inline_ops(archive: ca.ArchiveCheckpointer) -> list[dict[str, Any]]:
-    """The message ops of the thread's commit entries, as stored, in commit order."""
+    """The message ops of the thread's inline deltas, as stored, in commit order (not the history rows
+    a full record keeps inline: its content against the empty one)."""
     keys = sorted(k for k in run_sync(archive.store.find("")) if layout.kind_of(k) == "commit entry")
     docs = [unseal(run_sync(archive.store.get(k)), "commit", kind="commit entry") for k in keys]
-    return [op for d in docs for a in d["actions"] for op in a.get("ops", []) if op.get("target") == "messages"]
+    adds = [a for d in docs for a in d["actions"] if a.get("action") == "add" and a["record"]["kind"] == "delta"]
+    return [op for a in adds for op in a.get("ops", []) if op.get("target") == "messages"]
 
 
 @pytest.mark.parametrize("backend", ["local", "memory", "s3"])

@@ -73,11 +73,13 @@ def test_dask_reads_thread_ids_from_the_files(history: tuple[str, set[Row]]) -> 
     assert _rows(frame.to_dict("records")) == expected
 
 
-def test_segment_rows_are_the_listed_deltas_of_their_own_thread(history: tuple[str, set[Row]]) -> None:
+def test_segment_rows_are_the_listed_checkpoints_of_their_own_thread(history: tuple[str, set[Row]]) -> None:
     url, rows = history
     archive = ca.open_archive(url)
-    deltas = {(i.thread_id, i.checkpoint_id) for t in archive.threads() for i in archive.list(t) if i.kind == "delta"}
-    assert {(t, c) for t, c, _, _ in rows} == deltas  # every delta is in a segment, under its own thread
+    every = {(i.thread_id, i.checkpoint_id) for t in archive.threads() for i in archive.list(t)}
+    # every checkpoint's history rows (a delta's ops, a snapshot's against its parent) are in a
+    # segment, under its own thread
+    assert {(t, c) for t, c, _, _ in rows} == every
     assert {t for t, _, _, _ in rows} == {*THREADS, COPY[1]}
     source = {c for t, c, _, _ in rows if t == COPY[0]}
     copied = {c for t, c, _, _ in rows if t == COPY[1]}

@@ -184,7 +184,8 @@ def test_archive_stores_appended_messages_as_append_deltas(archive_url: Any) -> 
     assert archive.compact("m")
     segment_key = next(iter(run(archive.store.find(layout.thread_dir("m") + "/deltas"))))
     table = pq.read_table(io.BytesIO(run(archive.store.get(segment_key))))
-    assert table.column("target").to_pylist().count("messages") == 3
+    # the three deltas, and the first checkpoint's history rows (its list against the empty one)
+    assert table.column("target").to_pylist().count("messages") == 4
     fresh = ca.open_archive(archive.url)
     assert fresh.load("m").messages == messages  # type: ignore[union-attr]
 
@@ -349,7 +350,8 @@ def test_forged_parquet_segment_is_caught_by_protection(tmp_path: Path) -> None:
     original = pq.ParquetFile(io.BytesIO(path.read_bytes()))
     groups = [original.read_row_group(i) for i in range(original.num_row_groups)]
     values = groups[0].column("value").to_pylist()
-    values[0] = "999"  # the first delta's "answer" op now sets 999
+    first_delta = groups[0].column("checkpoint_id").to_pylist().index(saved[1].checkpoint_id)
+    values[first_delta] = "999"  # the first delta's "answer" op now sets 999
     index = groups[0].schema.get_field_index("value")
     groups[0] = groups[0].set_column(index, "value", pa.array(values, pa.string()))
     with pq.ParquetWriter(path, original.schema_arrow) as writer:  # same row groups, same metadata

@@ -30,7 +30,7 @@ from ..errors import (
 from ..format import blobs, crypto, layout, pages
 from ..format.content import Content, state_key
 from ..format.crypto import Encryption
-from ..format.manifest import Manifest, Record, ref_keys
+from ..format.manifest import Manifest, Record, history_ref, ref_keys
 from ..format.objects import SegmentReader, check_content, decode_snapshot_content, verify
 from ..storage import ObjectStore
 
@@ -141,7 +141,7 @@ class ChainReader:
             for rec in reversed(chain):
                 if rec["id"] in building or (state_key(rec) not in self.failed and self._known(rec) is not None):
                     break
-                keys.update(ref_keys(rec))
+                keys.update(ref_keys(rec, rows=False))  # a load never reads a full record's history rows
             if chain:
                 building.add(chain[-1]["id"])
         return sorted(k for k in keys if k not in self.objects and k not in self.readers and k not in self.texts)
@@ -222,7 +222,40 @@ class ChainReader:
         segment checked: what a replay applies, and what ``copy_thread`` re-encodes for the copy."""
         return (await self._segment(rec)).ops(origin(rec), rec["ref"]["row_group"])
 
-    async def _unblob(self, rec: Record, value: Any) -> Any:
+    async def history_ops(self, rec: Record, inline: dict[str, Delta]) -> Delta:
+        """A record's history rows as stored (``history_ref``: a delta's ops, a full record's ``rows``),
+        their segment checked like a load checks one: what maintenance and ``copy_thread`` re-encode
+        and verify proves. ``BrokenChain`` for a full record without ``rows``."""
+        held = history_ref(rec)
+        if held is None:
+            raise BrokenChain("full record has no history rows", thread_id=self.thread_id, checkpoint_id=rec["id"])
+        if held["type"] == "inline":
+            return list(inline.get(rec["id"], []))
+        if held["type"] == "empty":
+            return []
+        reader = await self._segment(rec, held)
+        return reader.ops(rec["id"] if rec["kind"] == "full" else origin(rec), held["row_group"])
+
+    async def history_segment(self, rec: Record) -> SegmentReader | None:
+        """The parsed, checked segment holding ``rec``'s history rows (None: they are not in one)."""
+        held = history_ref(rec)
+        if held is None or held["type"] != "segment":
+            return None
+        return await self._segment(rec, held)
+
+    async def history(self, rec: Record, inline: dict[str, Delta]) -> Delta:
+        """A record's history rows as plain ops: opened (encrypted), their blob references resolved
+        (they may reference only blobs the record lists)."""
+        plain = crypto.open_ops(
+            self.service.encryption, rec, self.service.archive_id, self.thread_id, await self.history_ops(rec, inline)
+        )
+        values = [op.get("value") for op in plain]
+        decoded = await self._unblob(rec, values, subset=True)
+        if decoded is not values:
+            plain = [{**op, "value": v} for op, v in zip(plain, decoded, strict=True)]
+        return plain
+
+    async def _unblob(self, rec: Record, value: Any, *, subset: bool = False) -> Any:
         """A stored value of ``rec`` (its snapshot's content, or its ops' values) with its blob
         references replaced by the blobs' text (``blobs.decode``). The blobs it references must be
         exactly those the record lists (``ref.blobs``: what gc and copies know it needs); each is
@@ -235,7 +268,7 @@ class ChainReader:
             wanted = blobs.names(value, sealed=sealed)
         except IntegrityError as exc:
             raise TruncatedObject(str(exc), thread_id=self.thread_id, checkpoint_id=cid) from None
-        if sorted(wanted) != sorted(listed):
+        if not set(wanted) <= set(listed) if subset else sorted(wanted) != sorted(listed):
             raise BrokenChain(
                 "stored content references other blobs than its record lists",
                 thread_id=self.thread_id,
@@ -297,12 +330,14 @@ class ChainReader:
                 raise
             self.notes.append(f"{type(exc).__name__}: {exc}")
 
-    def _verified(self, data: bytes, rec: Record) -> None:
-        self._lenient(lambda: verify(data, rec["ref"], thread_id=self.thread_id, checkpoint_id=rec["id"]))
+    def _verified(self, data: bytes, rec: Record, ref: dict[str, Any] | None = None) -> None:
+        held = rec["ref"] if ref is None else ref
+        self._lenient(lambda: verify(data, held, thread_id=self.thread_id, checkpoint_id=rec["id"]))
 
-    async def _segment(self, rec: Record) -> SegmentReader:
-        """The parsed segment of a segment record, its size and sha256 checked once per instance."""
-        key = rec["ref"]["key"]
+    async def _segment(self, rec: Record, ref: dict[str, Any] | None = None) -> SegmentReader:
+        """The parsed segment of a segment record (or of ``ref``: a full record's ``rows``), its size
+        and sha256 checked once per instance."""
+        key = (rec["ref"] if ref is None else ref)["key"]
         reader = self.readers.get(key)
         if reader is not None:
             self.readers.move_to_end(key)
@@ -310,7 +345,7 @@ class ChainReader:
         data = await self._object(key, rec)
 
         def parse() -> SegmentReader:
-            self._verified(data, rec)
+            self._verified(data, rec, ref)
             return SegmentReader(data, thread_id=self.thread_id, key=key)
 
         self.readers[key] = self._decoded(key, parse)

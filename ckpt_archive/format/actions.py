@@ -28,7 +28,7 @@ MAINTENANCE: Final = frozenset({REMOVE, UPDATE, TOMBSTONE, PURGE})
 """The actions of maintenance commits (spec.md section 10), on top of a save's ``add`` and ``compact``."""
 
 UPDATABLE: Final = frozenset(
-    {"kind", "depth", "ref", "bytes", "version", "metadata", "fields"}
+    {"kind", "depth", "ref", "rows", "bytes", "version", "metadata", "fields"}
     | {"state_sha256", "messages_sha256", "state_mac", "messages_mac", "enc"}
 )
 """The record fields an ``update`` may set (spec.md section 10); a reader ignores any other."""
@@ -84,12 +84,13 @@ Action = AddAction | CompactAction | RemoveAction | UpdateAction | TombstoneActi
 
 def add(record: Record, ops: Delta | None = None) -> AddAction:
     """Append ``record`` (it becomes the head). ``ops`` is present iff the record's ref is ``inline``
-    (its delta lives in the entry; none given: no operations), so a snapshot's or an empty delta's
-    ``add`` never carries any."""
-    if record["ref"]["type"] == "inline":
+    (its delta lives in the entry; none given: no operations) or, for a full record, its ``rows`` are
+    (its history rows live in the entry, spec.md section 4), so any other ``add`` never carries any."""
+    rows = record.get("rows")
+    if record["ref"]["type"] == "inline" or (isinstance(rows, dict) and rows.get("type") == "inline"):
         return {"action": ADD, "record": record, "ops": [] if ops is None else ops}
     if ops is not None:
-        raise ValueError(f"an add of a {record['ref']['type']!r} record carries no ops")
+        raise ValueError(f"an add of a {record['ref']['type']!r} record without inline rows carries no ops")
     return {"action": ADD, "record": record}
 
 
@@ -140,6 +141,22 @@ def edit(checkpoint_id: str, changes: dict[str, Any], version: int) -> UpdateAct
     (the old one + 1)."""
     _snapshot(changes)
     return update(checkpoint_id, {**changes, "version": version})
+
+
+def rows(checkpoint_id: str, where: dict[str, Any]) -> UpdateAction:
+    """A full record's history rows are now ``where`` (a segment ref or ``{"type": "empty"}``): they
+    were replaced (a new chain root, an edit) or their segment was written again (spec.md section 10)."""
+    if where.get("type") not in ("segment", "empty"):
+        raise ValueError("a maintenance commit places history rows in a segment, or none")
+    return update(checkpoint_id, {"rows": where})
+
+
+def repoint(checkpoint_id: str, ref: dict[str, Any], size: int) -> UpdateAction:
+    """A delta's ops are now in segment ``ref`` (``size``: its share of the row group): their segment
+    was written again without rows of records that left or changed (spec.md section 10)."""
+    if ref.get("type") != "segment":
+        raise ValueError("a delta is re-pointed to a segment")
+    return update(checkpoint_id, {"ref": ref, "bytes": size})
 
 
 def pin(checkpoint_id: str, metadata: dict[str, Any]) -> UpdateAction:

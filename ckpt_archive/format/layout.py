@@ -253,6 +253,16 @@ def events_key(session_id: str, flush_seq: int) -> str:
     return f"{events_dir(session_id)}/{flush_seq:020d}{EVENTS_SUFFIX}"
 
 
+HISTORY_SUFFIX = ".rows.parquet"
+"""A segment holding one full record's history rows too big for a delta segment's bounds (e.g. the first
+checkpoint of a big thread, all of whose content is its history): read under a snapshot's bounds
+(kind ``history segment``), and only through a record's ``rows`` (spec.md section 5)."""
+
+
+def history_segment_key(thread_id: str, step: int, token: str) -> str:
+    return f"{thread_dir(thread_id)}/deltas/{max(step, 0):012d}-{token}{HISTORY_SUFFIX}"
+
+
 _BLOB_NAME = re.compile(r"[0-9a-f]{64}")
 
 
@@ -315,4 +325,6 @@ def kind_of(key: str) -> str | None:
         return None
     if parts[1] == LOG:
         return "folded manifest" if parts[2].endswith(FOLDED_SUFFIX) else "commit entry"
+    if parts[1] == "deltas" and parts[2].endswith(HISTORY_SUFFIX):
+        return "history segment"
     return _FOLDERS.get(parts[1])

@@ -146,7 +146,7 @@ class Manifest:
                 record = action["record"]
                 self.records.pop(record["id"], None)  # a re-added id moves to the end
                 self.records[record["id"]] = record
-                if record["ref"]["type"] == "inline":
+                if holds_inline(record):
                     self.inline[record["id"]] = action.get("ops", [])
                 self.head = record["id"]
             else:
@@ -156,14 +156,18 @@ class Manifest:
                         continue
                     ref = {"type": "segment", "key": action["key"], "sha256": action["sha256"]}
                     ref.update(size=action["size"], row_group=group["row_group"])
-                    if rec["ref"].get("blobs"):  # the ops moved, the blobs they reference did not
-                        ref["blobs"] = rec["ref"]["blobs"]
-                    self.records[cid] = {**rec, "ref": ref, "bytes": group["bytes"]}
+                    if rec["kind"] == "full":  # its history rows moved; its snapshot did not
+                        self.records[cid] = {**rec, "rows": ref}
+                    else:
+                        if rec["ref"].get("blobs"):  # the ops moved, the blobs they reference did not
+                            ref["blobs"] = rec["ref"]["blobs"]
+                        self.records[cid] = {**rec, "ref": ref, "bytes": group["bytes"]}
                     self._touch(cid)
                     self.inline.pop(cid, None)
                 for cid in action.get("empty", []):
                     if cid in self.records:
-                        self.records[cid] = {**self.records[cid], "ref": {"type": "empty"}}
+                        field_name = "rows" if self.records[cid]["kind"] == "full" else "ref"
+                        self.records[cid] = {**self.records[cid], field_name: {"type": "empty"}}
                         self._touch(cid)
                     self.inline.pop(cid, None)
         self.seq = doc["seq"]
@@ -181,9 +185,12 @@ class Manifest:
             if rec is None:
                 return
             changes = {k: v for k, v in action["set"].items() if k in A.UPDATABLE}
-            self.records[action["id"]] = {**rec, **changes}
+            new = {**rec, **changes}
+            if new["kind"] == "delta":
+                new.pop("rows", None)  # a delta's ops are its history rows
+            self.records[action["id"]] = new
             self._touch(action["id"])
-            if "ref" in changes and changes["ref"]["type"] != "inline":
+            if ("ref" in changes or "rows" in changes) and not holds_inline(new):
                 self.inline.pop(action["id"], None)
         elif kind == A.TOMBSTONE:
             for key, size in action["objects"].items():
@@ -193,8 +200,8 @@ class Manifest:
                 self.tombstones.pop(key, None)
 
     def referenced_keys(self) -> dict[str, int]:
-        """Payload objects the records need: key -> size (snapshots, their shared pages, segments, and
-        the archive-wide blobs they reference).
+        """Payload objects the records need: key -> size (snapshots, their shared pages, segments --
+        those holding their history rows included --, and the archive-wide blobs they reference).
 
         Page and blob refs carry no size: they count 0 here (gc reports their real size).
         """
@@ -406,17 +413,37 @@ def appended(docs: list[dict[str, Any]], thread_id: str, seq: int, head: str) ->
     return out
 
 
-def ref_keys(rec: Record) -> dict[str, int]:
+def ref_keys(rec: Record, *, rows: bool = True) -> dict[str, int]:
     """The objects one record needs: key -> size (0 where the ref records none): its snapshot and
-    pages or segment, and the archive-wide blobs its stored object references (``ref.blobs``)."""
+    pages or segment, the archive-wide blobs its stored object references (``ref.blobs``) and (unless
+    ``rows=False``: what a load reads) the segment holding a full record's history rows (``rows``).
+    Everything that keeps objects alive (gc, tombstones, verify's orphans) counts the rows' segment."""
     ref = rec["ref"]
     sealed = "enc" in rec
     out = {layout.blob_key(name, sealed=sealed): 0 for name in ref.get("blobs", ())}
+    held = rec.get("rows") if rows else None
+    if isinstance(held, dict) and held.get("type") == "segment":
+        out[held["key"]] = int(held.get("size", 0))
     if ref["type"] not in ("snapshot", "segment"):
         return out
     out.update((page["key"], 0) for page in ref.get("pages", ()))
     out[ref["key"]] = int(ref.get("size", 0))
     return out
+
+
+def history_ref(rec: Record) -> dict[str, Any] | None:
+    """Where a record's history rows are (spec.md section 4): a delta's ``ref`` (its ops are its history
+    rows), a full record's ``rows``; None for a full record without them (verify reports it)."""
+    if rec["kind"] == "delta":
+        return dict(rec["ref"])
+    held = rec.get("rows")
+    return dict(held) if isinstance(held, dict) else None
+
+
+def holds_inline(rec: Record) -> bool:
+    """Are ops of ``rec`` inline in the commit log (a delta's, or a full record's history rows)?"""
+    held = rec.get("rows")
+    return rec["ref"]["type"] == "inline" or (isinstance(held, dict) and held.get("type") == "inline")
 
 
 def record_info(thread_id: str, rec: Record) -> CheckpointInfo:

@@ -24,6 +24,7 @@ from ..errors import (
     TruncatedObject,
     UnsupportedFormatVersion,
 )
+from . import layout
 from .thrift import ThriftError, read_struct
 
 SEGMENT_SCHEMA = pa.schema(
@@ -31,6 +32,7 @@ SEGMENT_SCHEMA = pa.schema(
         ("thread_id", pa.string()),
         ("checkpoint_id", pa.string()),
         ("step", pa.int64()),
+        ("op_index", pa.int64()),
         ("op", pa.string()),
         ("key", pa.string()),
         ("path", pa.string()),
@@ -40,8 +42,10 @@ SEGMENT_SCHEMA = pa.schema(
 )
 """``thread_id`` is the thread's id exactly as given (never the folder's encoding), so a reader of the
 files alone needs no hive partition inference (which turns ``007`` into 7, mangles non-ASCII ids and
-reads ``__HIVE_DEFAULT_PARTITION__`` as null); ``target`` is null for a state op and ``"messages"``
-for an op on the message list."""
+reads ``__HIVE_DEFAULT_PARTITION__`` as null); ``op_index`` is the op's position among its checkpoint's
+ops (0, 1, ...), so a reader of the files alone orders a thread's history by ``step``, ``checkpoint_id``,
+``op_index`` whatever order the files and row groups come in; ``target`` is null for a state op and
+``"messages"`` for an op on the message list."""
 # Statistics on JSON values would store each large value twice more (min/max); keep them where they
 # help predicate pushdown. Not on thread_id: one thread per file, and its min/max would cost ~110 bytes
 # per segment (measured: +128 bytes per segment for the column without them, +238 with them).
@@ -182,11 +186,12 @@ def encode_segment(
         if not ops:
             continue
         cols: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
-        for op in ops:
+        for index, op in enumerate(ops):
             path = op["path"]
             cols["thread_id"].append(thread_id)
             cols["checkpoint_id"].append(checkpoint_id)
             cols["step"].append(step)
+            cols["op_index"].append(index)
             cols["op"].append(op["op"])
             cols["key"].append(path[0])
             cols["path"].append(codec.dumps(path).decode())
@@ -234,6 +239,9 @@ class SegmentReader:
 
     def __init__(self, data: bytes, *, thread_id: str, key: str) -> None:
         self.thread_id, self.key = thread_id, key
+        # a history segment (one full record's big history rows, ``layout.HISTORY_SUFFIX``) is read under
+        # a snapshot's bounds, every other one under a delta segment's
+        self.group = "history row group" if key.endswith(layout.HISTORY_SUFFIX) else "row group"
         self._data = data
         self._rows: dict[int, dict[str, list[Any]]] = {}
         try:
@@ -267,6 +275,13 @@ class SegmentReader:
             raise TruncatedObject(
                 "delta segment says parquet-mr wrote it: not a segment this format writes", thread_id=thread_id, key=key
             )
+        if self._file.schema_arrow.names != SEGMENT_SCHEMA.names:  # e.g. no ``op_index``: another layout
+            raise TruncatedObject(
+                f"delta segment has columns {self._file.schema_arrow.names[:12]}, not {SEGMENT_SCHEMA.names}: "
+                "not a segment this format writes",
+                thread_id=thread_id,
+                key=key,
+            )
         version = meta.get(_META_VERSION, b"").decode(errors="replace")
         if not versions.readable(version):
             raise UnsupportedFormatVersion(
@@ -280,11 +295,25 @@ class SegmentReader:
             if rows is None:
                 rows = self._rows[row_group] = self._read(row_group, checkpoint_id)
             out: Delta = []
-            for cid, op, path, value, target in zip(
-                rows["checkpoint_id"], rows["op"], rows["path"], rows["value"], rows["target"], strict=True
+            for cid, index, op, path, value, target in zip(
+                rows["checkpoint_id"],
+                rows["op_index"],
+                rows["op"],
+                rows["path"],
+                rows["value"],
+                rows["target"],
+                strict=True,
             ):
                 if cid != checkpoint_id:
                     continue
+                if index != len(out):  # what a reader of the files alone orders the ops by
+                    raise TruncatedObject(
+                        f"row group {row_group} of the delta segment has op_index {index!r} where {len(out)} "
+                        "belongs (each checkpoint's ops are numbered 0, 1, ... in order)",
+                        thread_id=self.thread_id,
+                        checkpoint_id=checkpoint_id,
+                        key=self.key,
+                    )
                 decoded = None if value is None else codec.loads(value)
                 entry = {"op": op, "path": codec.loads(path), "value": decoded}
                 if target is not None:
@@ -308,7 +337,28 @@ class SegmentReader:
             )
         return out
 
-    def _read(self, row_group: int, checkpoint_id: str) -> dict[str, list[Any]]:
+    @property
+    def row_groups(self) -> int:
+        return int(self._file.metadata.num_row_groups)
+
+    def checkpoint_ids(self, row_group: int) -> list[str]:
+        """The checkpoints a row group holds rows of, in order, each once (read under the bounds of
+        ``ops``): what verify compares with the records that name the segment."""
+        try:
+            rows = self._rows.get(row_group)
+            if rows is None:
+                rows = self._rows[row_group] = self._read(row_group, None)
+        except IntegrityError:
+            raise
+        except Exception as exc:
+            raise TruncatedObject(
+                f"row group {row_group} of the delta segment cannot be read ({exc})",
+                thread_id=self.thread_id,
+                key=self.key,
+            ) from None
+        return list(dict.fromkeys(rows["checkpoint_id"]))
+
+    def _read(self, row_group: int, checkpoint_id: str | None) -> dict[str, list[Any]]:
         """The columns of one row group as lists, refused (``ObjectTooLarge``) when the footer declares
         more rows or bytes than a writer puts in a row group, or its values would decode to more."""
         where = {"thread_id": self.thread_id, "checkpoint_id": checkpoint_id, "key": self.key}
@@ -319,18 +369,18 @@ class SegmentReader:
                 f"{what} has {meta.num_rows} rows, more than any holds ({limits.ROW_GROUP_ROWS})", **where
             )
         declared = sum(meta.column(c).total_uncompressed_size for c in range(meta.num_columns))
-        limits.check_read("row group", declared, what, **where)
-        columns = ["thread_id", "checkpoint_id", "op", "path", "value", "target"]
+        limits.check_read(self.group, declared, what, **where)
+        columns = ["thread_id", "checkpoint_id", "op_index", "op", "path", "value", "target"]
         chunks = {meta.column(c).path_in_schema: meta.column(c) for c in range(meta.num_columns)}
         paged = sum(self._pages(chunks[name], meta.num_rows, f"column {name!r} of {what}", where) for name in columns)
-        limits.check_read("row group", paged, f"{what} (its pages)", **where)
+        limits.check_read(self.group, paged, f"{what} (its pages)", **where)
         table = self._file.read_row_group(row_group, columns=columns)
         decoded = 0
         for name in columns:
             for chunk in table.column(name).chunks:
                 if pa.types.is_dictionary(chunk.type):
                     decoded += pc.sum(pc.take(pc.binary_length(chunk.dictionary), chunk.indices)).as_py() or 0
-        limits.check_read("row group", decoded, f"{what} (decoded)", **where)
+        limits.check_read(self.group, decoded, f"{what} (decoded)", **where)
         self._check_thread(table.column("thread_id"), what, where)
         # the size is known now: Arrow expands the dictionaries (to Python, element by element through
         # dictionary scalars, that was half the cost of listing a thread)
@@ -339,7 +389,7 @@ class SegmentReader:
         # here, on the text, before any of them runs (a bytes bound alone lets ``[],[],…`` cost 20x)
         texts = [t for t in (*rows["path"], *rows["value"]) if t is not None]
         count = sum(t.count(",") + t.count("[") + t.count("{") for t in texts)
-        limits.check_values("row group", count if count > limits.VALUES["row group"] else None, what, **where)
+        limits.check_values(self.group, count if count > limits.VALUES[self.group] else None, what, **where)
         return rows
 
     def _check_thread(self, column: pa.ChunkedArray, what: str, where: dict[str, Any]) -> None:
@@ -393,7 +443,7 @@ class SegmentReader:
                 if values > rows:
                     raise ObjectTooLarge(f"{what} has more values than the row group has rows ({rows})", **where)
             size += uncompressed
-            limits.check_read("row group", size, f"{what} (its pages)", **where)
+            limits.check_read(self.group, size, f"{what} (its pages)", **where)
             pos += compressed
             first = False
         return size

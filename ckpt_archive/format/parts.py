@@ -29,7 +29,7 @@ from typing import Any
 from .. import codec, limits
 from ..errors import CorruptManifest, MissingObject
 from . import layout
-from .manifest import Manifest, Record, seal, unseal
+from .manifest import Manifest, Record, holds_inline, seal, unseal
 from .schema import check_object_key
 
 PART_SIZE = 64
@@ -51,7 +51,7 @@ def seal_parts(m: Manifest, part_size: int | None = None) -> list[tuple[str, byt
     out: list[tuple[str, bytes]] = []
     while len(tail) >= size + size // 8 + 1:  # the newest records stay unsealed: they still change
         chunk, tail = tail[:size], tail[size:]
-        if any(rec["ref"]["type"] == "inline" for rec in chunk):
+        if any(holds_inline(rec) for rec in chunk):
             break
         out.append(_new_part(m, chunk, 0))
     while len(m.parts) >= FANOUT and len({_level(p) for p in m.parts[-FANOUT:]}) == 1:

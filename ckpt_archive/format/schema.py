@@ -60,6 +60,8 @@ def _ref(ref: Any, thread_id: str) -> None:
             group = ref.get("row_group")
             if not (_int(group) and group >= 0):
                 raise _Bad("ref row_group")
+            if ref["key"].endswith(layout.HISTORY_SUFFIX):  # read under a snapshot's bounds: rows only
+                raise _Bad("a delta ref names a history segment")
     names = ref.get("blobs", [])  # archive-wide blobs its stored object references (format.blobs)
     if not (isinstance(names, list) and all(isinstance(n, str) and layout.is_blob_name(n) for n in names)):
         raise _Bad("ref blobs")
@@ -73,6 +75,23 @@ def _ref(ref: Any, thread_id: str) -> None:
         if not _SHA256.fullmatch(digest):
             raise _Bad("page digest")
         check_object_key(page.get("key"), thread_id, layout.PAGES)
+
+
+ROWS_TYPES = frozenset({"segment", "inline", "empty"})
+
+
+def _rows(rows: Any, thread_id: str) -> None:
+    """A full record's ``rows``: where its history rows are (spec.md section 4)."""
+    kind = rows.get("type") if isinstance(rows, dict) else None
+    if not (isinstance(kind, str) and kind in ROWS_TYPES):
+        raise _Bad("rows has no known type")
+    if kind == "segment":
+        check_object_key(rows.get("key"), thread_id, layout.DELTAS)
+        sha, size, group = rows.get("sha256"), rows.get("size"), rows.get("row_group")
+        if not (isinstance(sha, str) and _SHA256.fullmatch(sha)):
+            raise _Bad("rows sha256")
+        if not (_int(size) and size >= 0 and _int(group) and group >= 0):
+            raise _Bad("rows size or row_group")
 
 
 def _record(rec: Any, thread_id: str) -> None:
@@ -126,6 +145,10 @@ def _record(rec: Any, thread_id: str) -> None:
     _ref(rec.get("ref"), thread_id)
     if kind == "full" and rec["ref"]["type"] != "snapshot":
         raise _Bad("full record without a snapshot")
+    if "rows" in rec:  # a full record's history rows (a delta's are its ops); verify reports one without
+        if kind != "full":
+            raise _Bad("a delta record with rows (its ops are its history rows)")
+        _rows(rec["rows"], thread_id)
 
 
 def check_record(rec: Any, thread_id: str, key: str | None = None) -> None:
@@ -198,6 +221,8 @@ def _maintenance(action: dict[str, Any], thread_id: str) -> None:
         _need(isinstance(action.get("id"), str) and isinstance(action.get("set"), dict), "update action")
         if "ref" in action["set"]:
             _ref(action["set"]["ref"], thread_id)
+        if "rows" in action["set"]:
+            _rows(action["set"]["rows"], thread_id)
     elif kind == A.TOMBSTONE:
         objects = action.get("objects")
         _need(isinstance(objects, dict), "tombstone action")

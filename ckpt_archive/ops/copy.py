@@ -6,27 +6,27 @@ the object was written for, so nothing is decoded and re-encoded. Parquet
 segments are re-encoded instead (``encode_segment``), because their rows name
 their thread and checkpoints (``thread_id``, ``checkpoint_id`` columns) and a
 reader of the files alone must see the copy's ids, never the source's: one GET
-and one PUT per segment, the rows of checkpoints no longer in the source dropped.
-A fork that starts at a delta writes one full snapshot of that checkpoint, the
-only object the new thread needs.
+and one PUT per segment (``history.reencode``), the rows of checkpoints no longer in
+the source dropped; a full record's history rows (``rows``) are re-encoded with the
+deltas. A fork that starts at a delta writes one full snapshot of that checkpoint;
+a fork's record has no parent in its thread, so its history rows are its whole
+content (inline in the commit when they fit, as a save's).
 """
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import codec
 from ..engine import MAINTENANCE, Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
 from ..format import actions as A
 from ..format import layout
-from ..format.manifest import Manifest, Record
-from ..format.objects import encode_segment
+from ..format.manifest import Manifest, Record, holds_inline
 from ..ids import mint_checkpoint_id
 from ..model import RESERVED_PREFIX
 from ..retention import PINNED_KEY
+from . import history
 from .reads import locate
 
 FORKED_FROM = RESERVED_PREFIX + "forked_from"
@@ -48,29 +48,20 @@ def _copied_ref(dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> A
 
 async def _segments_for(
     engine: Engine, src: Manifest, dst: str, mapping: dict[str, str]
-) -> tuple[dict[str, tuple[dict[str, Any], int]], list[tuple[str, bytes]]]:
-    """Each segment ``src``'s records reference, re-encoded for thread ``dst`` with the copy's
-    checkpoint ids (``mapping``): ({source id: (new ref, bytes)}, objects to put). Each source
-    segment is read (and checked) once, through the one replay's reader."""
-    by_key: dict[str, list[Record]] = {}
-    for rec in src.records.values():
-        if rec["ref"]["type"] == "segment":
-            by_key.setdefault(rec["ref"]["key"], []).append(rec)
+) -> tuple[dict[str, dict[str, Any]], list[tuple[str, bytes]]]:
+    """Each segment holding history rows of ``src``'s records (a delta's ops, a full record's ``rows``),
+    re-encoded for thread ``dst`` with the copy's checkpoint ids (``mapping``, ``history.reencode``):
+    ({source id: record changes}, objects to put). Each source segment is read (and checked) once,
+    through the one replay's reader."""
     reader = engine.contents.reader(src.thread_id, cache=False, walk=True)
-    refs: dict[str, tuple[dict[str, Any], int]] = {}
+    changes: dict[str, dict[str, Any]] = {}
     objects: list[tuple[str, bytes]] = []
-    for recs in by_key.values():
-        entries = [(mapping[rec["id"]], int(rec["step"]), await reader.segment_ops(rec)) for rec in recs]
-        data, placed = encode_segment(dst, entries)
-        key = layout.segment_key(dst, entries[0][1], uuid.uuid4().hex[:16])
-        objects.append((key, data))
-        for rec in recs:
-            group, size = placed[mapping[rec["id"]]]
-            ref = {"type": "segment", "key": key, "sha256": codec.sha256(data), "size": len(data), "row_group": group}
-            if rec["ref"].get("blobs"):  # the ops still reference them: blobs are shared, not copied
-                ref["blobs"] = rec["ref"]["blobs"]
-            refs[rec["id"]] = (ref, size)
-    return refs, objects
+    for recs in history.holders(src).values():
+        items = [(rec, mapping[rec["id"]], await reader.history_ops(rec, src.inline)) for rec in recs]
+        made, written = history.reencode(dst, items)
+        objects.append(written)
+        changes.update((rec["id"], made[mapping[rec["id"]]]) for rec in recs)
+    return changes, objects
 
 
 def _into_new(dst: str, m: Manifest) -> None:
@@ -95,13 +86,14 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
     async def plan(m: Manifest, attempt: int) -> Plan[str]:
         copies: dict[str, str] = {}
         objects: list[tuple[str, bytes]] = []
+        content = await engine.contents.content_of(src, checkpoint_id)  # its history rows: all of it
         if rec["ref"]["type"] == "snapshot":
             ref = _copied_ref(new_thread_id, rec, new_id, copies)
             size = int(ref.get("size", 0))
         else:
-            content = await engine.contents.content_of(src, checkpoint_id)
             key = layout.rewrite_snapshot_key(new_thread_id, rec["step"], new_id)
             ref, objects, size = engine.contents.snapshot(new_thread_id, new_id, key, content, {})
+        rows = history.history_rows(engine, new_thread_id, new_id, history.EMPTY, content)
         meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
         meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}
         record = {
@@ -116,8 +108,17 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
             "metadata": meta,
             "version": 1,
         }
+        inline_rows = None
+        if not rows:
+            record["rows"] = {"type": "empty"}
+        elif history.fits_inline(rows, 0, 0):
+            record["rows"], inline_rows = {"type": "inline"}, rows
+        else:
+            refs, written = history.place(new_thread_id, [(new_id, int(rec["step"]), rows)])
+            record["rows"] = refs[new_id]
+            objects = [*objects, *written]
         _into_new(new_thread_id, m)
-        return Plan([A.add(record)], new_id, objects=objects, copies=copies)
+        return Plan([A.add(record, inline_rows)], new_id, objects=objects, copies=copies)
 
     return await engine.log.commit(new_thread_id, plan, MAINTENANCE)
 
@@ -147,9 +148,8 @@ async def copy_thread(engine: Engine, src_thread: str, dst_thread: str) -> dict[
                 "parent": mapping.get(parent) if parent is not None else None,
                 "ref": _copied_ref(dst_thread, rec, new_id, copies),
             }
-            if cid in segments:
-                record["ref"], record["bytes"] = segments[cid]
-            inline = rec["ref"]["type"] == "inline"  # the copied ref is still inline
+            record.update(segments.get(cid, {}))
+            inline = holds_inline(rec)  # a delta's ops, or a full record's history rows, still inline
             actions.append(A.add(record, src.inline.get(cid, []) if inline else None))
         _into_new(dst_thread, m)
         return Plan(actions, mapping, objects=objects, copies=copies)

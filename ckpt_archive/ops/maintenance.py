@@ -12,6 +12,12 @@ reader holding an older manifest still finds every object it references.
 Chain rule: a kept delta whose parent is removed gets a full snapshot of its
 own (an ``update`` of its ref), so the removed segment rows are no longer needed. Deltas
 further down that chain then hang off the re-based checkpoint unchanged.
+
+History rule (``history.Rewrite``, spec.md section 10): every record keeps its history rows
+once, in the same commit that changes the records: a kept record whose parent is removed
+(re-based or already full) gets rows against the empty content, an edited checkpoint rows
+against its parent and its children rows against the edited content, and each segment that
+held a row of a removed or replaced record is written again without it.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from ..format import layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, now_iso, record_info, ref_keys
 from ..retention import PINNED_KEY, Kept, PruneReport, RetentionPolicy, evaluate, in_shard
-from . import reads
+from . import history, reads
 
 
 class Rebase:
@@ -101,15 +107,24 @@ async def plan_removal(
     after = {cid: rec for cid, rec in m.records.items() if cid not in remove}
     actions: list[A.Action] = [A.remove(removed)]
     rebase = Rebase(engine, m)
-    orphans = [cid for cid, rec in after.items() if rec["kind"] == "delta" and rec.get("parent") in remove]
-    await rebase.prefetch(orphans)
-    for cid in orphans:
+    rows = history.Rewrite(engine, m, rebase.reader)
+    # every kept record whose parent leaves: a new chain root, its history rows its whole content
+    roots = [cid for cid, rec in after.items() if rec.get("parent") in remove]
+    await rebase.prefetch(roots)
+    for cid in roots:
         rec = after[cid]
-        change, size = rebase.full(rec, await rebase.content(cid))
-        actions.append(A.rebase(cid, change))
-        after[cid] = {**rec, **change}
-        report.rebased.append(cid)
-        report.bytes_written += size
+        content = await rebase.content(cid)
+        if rec["kind"] == "delta":
+            change, size = rebase.full(rec, content)
+            actions.append(A.rebase(cid, change))
+            after[cid] = {**rec, **change}
+            report.rebased.append(cid)
+            report.bytes_written += size
+        rows.replace(after[cid], history.EMPTY, content)
+    updates, written = await rows.actions(after, removed)
+    actions += updates
+    rebase.writes += written
+    report.bytes_written += sum(len(data) for _, data in written)
     before = m.referenced_keys()
     tomb = _tombstone(before, after.values())
     if tomb is not None:
@@ -215,19 +230,27 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
         actions: list[A.Action] = []
         after = dict(m.records)
         rebase = Rebase(engine, m)
-        children = [cid for cid, c in m.records.items() if c.get("parent") == checkpoint_id and c["kind"] == "delta"]
-        await rebase.prefetch([*children, checkpoint_id])
-        for cid in children:
-            change, _ = rebase.full(m.records[cid], await rebase.content(cid))
-            actions.append(A.rebase(cid, change))
-            after[cid] = {**m.records[cid], **change}
+        rows = history.Rewrite(engine, m, rebase.reader)
+        children = [cid for cid, c in m.records.items() if c.get("parent") == checkpoint_id and cid != checkpoint_id]
+        base = history.base_of(m, rec)
+        await rebase.prefetch([*children, checkpoint_id, *([base] if base is not None else [])])
         messages = (await rebase.content(checkpoint_id))[1]  # an edit replaces the state only
-        change, _ = rebase.full(rec, (state, messages))
-        edit = A.edit(
-            checkpoint_id, change, version + 1
-        )  # its new digests (``Rebase.full``) prove a protected one anew
+        edited = (state, messages)
+        for cid in children:  # their history rows are against the edited content now
+            content = await rebase.content(cid)
+            if m.records[cid]["kind"] == "delta":
+                change, _ = rebase.full(m.records[cid], content)
+                actions.append(A.rebase(cid, change))
+                after[cid] = {**m.records[cid], **change}
+            rows.replace(after[cid], edited, content)
+        change, _ = rebase.full(rec, edited)
+        edit = A.edit(checkpoint_id, change, version + 1)  # its new digests (``Rebase.full``) prove it anew
         actions.append(edit)
         after[checkpoint_id] = {**rec, **edit["set"]}
+        rows.replace(after[checkpoint_id], history.EMPTY if base is None else await rebase.content(base), edited)
+        updates, written = await rows.actions(after, ())
+        actions += updates
+        rebase.writes += written
         tomb = _tombstone(m.referenced_keys(), after.values())
         if tomb is not None:
             actions.append(tomb)

@@ -3,7 +3,8 @@
 Save protocol (docs/format/spec.md has the normative version):
 
 1. payload objects are written first (a snapshot; at a snapshot, the thread's
-   inline deltas compacted into one Parquet segment); a plain delta has none, its ops are inline
+   inline deltas compacted into one Parquet segment, with the snapshot's own history rows, its
+   change against its parent: ``history``, spec.md section 4); a plain delta has none, its ops are inline
    in the commit entry. No id index is written: a minted checkpoint id names its thread
    (``ids.mint_checkpoint_id``, spec.md section 8);
 2. the commit entry ``_log/<seq+1>.json.zst`` is created put-if-absent. Losing that
@@ -36,6 +37,8 @@ from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, ref_keys
 from ..format.objects import encode_segment
 from ..model import Checkpoint, check_identifier, is_resave
+from .history import EMPTY, fits_inline, history_rows, place, segment_ref
+from .history import size as rows_size
 
 
 async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False) -> str:
@@ -185,6 +188,7 @@ async def prepare(
     known_blobs = parent_blobs(m, base)
     names: list[str] = []
     blob_objects: list[tuple[str, bytes]] = []
+    history: list[dict[str, Any]] | None = None  # the record's history rows, once computed
     if not full and len(m.inline) < limits.MAX_INLINE_DELTAS:
         assert base is not None
         ops = diff_checkpoint(*await engine.contents.content_of(m, base), state, messages)
@@ -193,19 +197,37 @@ async def prepare(
             ops = crypto.seal_ops(enc, engine.root.archive_id, m.thread_id, ckpt.checkpoint_id, ops)
         stored_ops = len(codec.dumps(ops))
         if stored_ops > limits.INLINE_OPS_BYTES or stored_ops + inline_bytes(m) > limits.INLINE_TOTAL_BYTES:
-            ops = None
+            history, ops = ops, None  # against the parent, a record of this manifest: its history rows
     if ops is None:
         key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
         known = parent_pages(m, base)
         ref, written, size = engine.contents.snapshot(m.thread_id, ckpt.checkpoint_id, key, content, known, known_blobs)
         objects.extend(written)
         record.update(kind="full", depth=0, ref=ref, bytes=size)
-        compact = compact_action(m)
+        if history is None:  # against the parent when it is a record of this manifest, else the empty content
+            rows_base = parent_id if parent_id is not None and parent_id in m.records else None
+            base_content = EMPTY if rows_base is None else await engine.contents.content_of(m, rows_base)
+            history = history_rows(engine, m.thread_id, ckpt.checkpoint_id, base_content, content)
+        # the rows go into the segment this snapshot's compaction writes anyway, or stay inline in
+        # this commit (until the next compaction), or, too big for either, to a segment of their own
+        compact = compact_action(m, (ckpt.checkpoint_id, ckpt.step, history))
+        joined = compact[3] if compact is not None else None
+        inline_rows = None
+        if joined is not None:
+            record["rows"] = joined
+        elif not history:
+            record["rows"] = {"type": "empty"}
+        elif compact is None and fits_inline(history, 0, 0):
+            record["rows"], inline_rows = {"type": "inline"}, history
+        else:
+            refs, written = place(m.thread_id, [(ckpt.checkpoint_id, ckpt.step, history)])
+            record["rows"] = refs[ckpt.checkpoint_id]
+            objects.extend(written)
+        actions.append(A.add(record, inline_rows))
         if compact is not None:
-            action, segment_key, segment = compact
+            action, segment_key, segment, _ = compact
             objects.append((segment_key, segment))
             actions.append(action)
-        actions.insert(0, A.add(record))
     else:
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
@@ -220,8 +242,14 @@ async def prepare(
 
 
 def inline_bytes(m: Manifest) -> int:
-    """The thread's inline deltas together (each record's ``bytes``: its ops as stored)."""
-    return sum(int(m.records[cid].get("bytes", 0)) for cid in m.inline if cid in m.records)
+    """The thread's inline ops together: each delta's ``bytes`` (its ops as stored), and the history
+    rows a full record keeps inline (at most a few: a compaction moves them all)."""
+    total = 0
+    for cid, ops in m.inline.items():
+        rec = m.records.get(cid)
+        if rec is not None:
+            total += int(rec.get("bytes", 0)) if rec["kind"] == "delta" else rows_size(ops)
+    return total
 
 
 def parent_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
@@ -241,15 +269,27 @@ def parent_blobs(m: Manifest, parent_id: str | None) -> set[str]:
     return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if layout.is_blob_key(key)}
 
 
-def compact_action(m: Manifest) -> tuple[A.CompactAction, str, bytes] | None:
-    """Move every inline delta of the thread into one Parquet segment (``encode_segment``)."""
+def compact_action(
+    m: Manifest, new: tuple[str, int, list[dict[str, Any]]] | None = None
+) -> tuple[A.CompactAction, str, bytes, dict[str, Any] | None] | None:
+    """Move every inline delta of the thread (and the history rows full records keep inline) into one
+    Parquet segment (``encode_segment``); None when nothing is inline. ``new``: (id, step, history rows)
+    of the full record this commit adds, written into the same segment (as its last checkpoint) when
+    they fit the inline bounds beside the others: the last item is then their ``rows`` ref (else None)."""
     if not m.inline:
         return None
     entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
+    joined = new is not None and bool(new[2]) and fits_inline(new[2], inline_bytes(m), 0)
+    if joined:
+        assert new is not None
+        entries.append(new)
     data, groups = encode_segment(m.thread_id, entries)
     key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
-    action = A.compact(key, codec.sha256(data), len(data), groups, [cid for cid, _, ops in entries if not ops])
-    return action, key, data
+    row_groups = {cid: placed for cid, placed in groups.items() if not (joined and new is not None and cid == new[0])}
+    empty = [cid for cid, _, ops in entries if not ops]
+    action = A.compact(key, codec.sha256(data), len(data), row_groups, empty)
+    rows = segment_ref(key, data, groups[new[0]][0]) if joined and new is not None else None
+    return action, key, data, rows
 
 
 async def compact(engine: Engine, thread_id: str) -> bool:
@@ -259,7 +299,7 @@ async def compact(engine: Engine, thread_id: str) -> bool:
         compact = compact_action(m)
         if compact is None:
             return Plan([], False)
-        action, key, data = compact
+        action, key, data, _ = compact
         return Plan([action], True, objects=[(key, data)])
 
     return await engine.log.commit(thread_id, plan, COMPACT)

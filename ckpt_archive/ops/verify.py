@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import codec
+from ..delta import apply_checkpoint
 from ..engine import Engine, Mode
+from ..engine.chains import ChainReader
 from ..engine.folds import read_folded
 from ..errors import (
     BrokenChain,
@@ -27,12 +29,16 @@ from ..errors import (
     CorruptManifest,
     MissingCommit,
     MissingObject,
+    MissingRows,
     ObjectTooLarge,
+    StaleRows,
     UnsupportedFormatVersion,
 )
 from ..format import layout
-from ..format.manifest import Manifest, Record, unseal
+from ..format.content import Content
+from ..format.manifest import Manifest, Record, history_ref, unseal
 from ..format.schema import check_hint
+from . import history
 from .reads import locate, thread_folders
 
 
@@ -279,9 +285,67 @@ async def _verify_states(engine: Engine, m: Manifest, report: VerifyReport) -> N
     directly or through its chain, as a ``BrokenChain``."""
     reader = engine.contents.reader(m.thread_id, mode=Mode.REPORT, cache=False, walk=True)
     await reader.fetch(reader.needed(_chains(m)))
-    async for _rec, _content in reader.each(m):
+    async for rec, content in reader.each(m):
         report.checkpoints += 1
+        if content is not None and rec["kind"] == "full":  # a delta's rows are its ops: the replay proved them
+            try:
+                await _check_rows(reader, m, rec, content)
+            except CheckpointError as exc:  # in order with the others: a damaged object is reported once
+                reader.problems.append(exc)
     report.problems += [Problem.of(exc, m.thread_id) for exc in reader.problems]
+    report.problems += [Problem.of(exc, m.thread_id) for exc in await _stale_rows(reader, m)]
+
+
+async def _check_rows(reader: ChainReader, m: Manifest, rec: Record, content: Content) -> None:
+    """A full record's history rows (``rows``) turn its base (its parent's content when the parent is a
+    record of the thread, else the empty content) into its content: ``MissingRows`` otherwise (also
+    when it has none). Their segment is read and checked as a load checks one."""
+    where = {"thread_id": m.thread_id, "checkpoint_id": rec["id"]}
+    if history_ref(rec) is None:
+        raise MissingRows(
+            "full record has no history rows (rows): a reader of the Parquet files alone misses this "
+            "checkpoint (loads are unaffected); copy the thread to write them",
+            **where,
+        )
+    base_id = history.base_of(m, rec)
+    base = history.EMPTY if base_id is None else await reader.content(m.chain(base_id), m.inline)
+    rebuilt = apply_checkpoint(*base, await reader.history(rec, m.inline))
+    if codec.dumps(rebuilt) != codec.dumps(content):
+        raise MissingRows(
+            "full record's history rows do not turn its base into its content: a reader of the Parquet "
+            "files alone misreads this checkpoint (loads are unaffected); copy the thread to write them again",
+            key=(history_ref(rec) or {}).get("key"),
+            **where,
+        )
+
+
+async def _stale_rows(reader: ChainReader, m: Manifest) -> list[CheckpointError]:
+    """Rows of the segments the records reference that belong to no record's history (``StaleRows``):
+    a reader of the files alone would count them. Each segment is read and checked once."""
+    out: list[CheckpointError] = []
+    for key, recs in history.holders(m).items():
+        expected = {(int((history_ref(rec) or {})["row_group"]), rec["id"]) for rec in recs}
+        try:
+            segment = await reader.history_segment(recs[0])
+            assert segment is not None
+            found = [(g, cid) for g in range(segment.row_groups) for cid in segment.checkpoint_ids(g)]
+        except CheckpointError as exc:  # reported by the checkpoints that need it too
+            if not any(getattr(p, "key", None) == key for p in reader.problems):
+                out.append(exc)
+            continue
+        for group, cid in found:
+            if (group, cid) not in expected:
+                what = "no record" if cid not in m.records else "a record whose history rows are elsewhere"
+                out.append(
+                    StaleRows(
+                        f"row group {group} holds rows of checkpoint {cid!r}, {what}: a reader of the Parquet "
+                        "files alone counts them; prune the thread again or copy it",
+                        thread_id=m.thread_id,
+                        checkpoint_id=cid,
+                        key=key,
+                    )
+                )
+    return out
 
 
 def _chains(m: Manifest) -> Iterator[list[Record]]:

@@ -1,0 +1,207 @@
+"""History rows: every record's ops against its base, in the thread's Parquet segments once.
+
+The invariant (docs/format/spec.md sections 4, 5 and 10): every record R of a manifest has its
+*history rows* in exactly one place, ``diff(base(R), content(R))``, where ``base(R)`` is the content of
+R's parent when the parent is a record of the same manifest, else the empty content (``{}``, ``[]``);
+no row of the thread's segments belongs to anything else. A delta's ops are its history rows (its
+``ref``); a full record says where its own are in ``rows``. So a reader of the Parquet files alone
+finds every checkpoint's change, snapshots included, once.
+
+This module is the one place that computes history rows (``history_rows``), places them (``place``:
+inline in the commit, or segments through the one segment writer, ``encode_segment``) and rewrites
+segments when records leave or change (``Rewrite``: prune, remove, re-base, edit), so the
+invariant holds after every commit that changes records.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .. import codec, limits
+from ..delta import Delta, diff_checkpoint
+from ..engine import Engine
+from ..engine.chains import ChainReader
+from ..format import actions as A
+from ..format import crypto, layout
+from ..format.content import Content
+from ..format.manifest import Manifest, Record, history_ref
+from ..format.objects import encode_segment
+
+EMPTY: Content = ({}, [])
+"""The base of a record whose parent is not a record of its manifest (a chain root, a fork, a copy's
+first record, a record whose parent was pruned)."""
+
+Entry = tuple[str, int, Delta]
+"""(checkpoint id, step, history rows as stored) of one record."""
+
+
+def history_rows(engine: Engine, thread_id: str, checkpoint_id: str, base: Content, content: Content) -> Delta:
+    """The record's history rows as stored: ``diff_checkpoint(base, content)``, large strings as blob
+    references (the record's snapshot writes and lists those blobs: none is written here) and, in
+    an encrypted archive, sealed like a delta's ops (``crypto.seal_ops``)."""
+    ops = diff_checkpoint(*base, *content)
+    ops, _, _ = engine.contents.stored_ops(ops, frozenset())
+    if engine.encryption is not None:
+        ops = crypto.seal_ops(engine.encryption, engine.root.archive_id, thread_id, checkpoint_id, ops)
+    return ops
+
+
+def size(ops: Delta) -> int:
+    """The rows' canonical JSON, as stored: what the inline bounds (``limits``) measure."""
+    return len(codec.dumps(ops))
+
+
+def base_of(m: Manifest, rec: Record) -> str | None:
+    """The record whose content ``rec``'s history rows are taken against (None: the empty content)."""
+    parent = rec.get("parent")
+    return parent if parent is not None and parent in m.records and parent != rec["id"] else None
+
+
+def segment_ref(key: str, data: bytes, row_group: int) -> dict[str, Any]:
+    return {"type": "segment", "key": key, "sha256": codec.sha256(data), "size": len(data), "row_group": row_group}
+
+
+def fits_inline(ops: Delta, inline_bytes: int, inline_count: int) -> bool:
+    """May these rows stay inline in a commit entry, next to the thread's other inline ops (the bounds
+    a delta stays inline within, so hints, folds and segments stay within theirs)?"""
+    n = size(ops)
+    return (
+        n <= limits.INLINE_OPS_BYTES
+        and n + inline_bytes <= limits.INLINE_TOTAL_BYTES
+        and inline_count < limits.MAX_INLINE_DELTAS
+    )
+
+
+def place(thread_id: str, entries: Sequence[Entry]) -> tuple[dict[str, dict[str, Any]], list[tuple[str, bytes]]]:
+    """``rows`` refs for these records' history rows, written to new segments now: ({id: rows ref},
+    objects to put). Empty rows need none (``{"type": "empty"}``). Rows within a delta segment's
+    bounds share segments of at most ``INLINE_TOTAL_BYTES`` of ops (as a compaction's); bigger ones
+    (a chain root of a long thread) get a history segment of their own (``layout.HISTORY_SUFFIX``)."""
+    refs: dict[str, dict[str, Any]] = {}
+    objects: list[tuple[str, bytes]] = []
+    batch: list[Entry] = []
+    weight = 0
+
+    def flush() -> None:
+        nonlocal batch, weight
+        if batch:
+            data, placed = encode_segment(thread_id, batch)
+            key = layout.segment_key(thread_id, batch[0][1], uuid.uuid4().hex[:16])
+            objects.append((key, data))
+            refs.update((cid, segment_ref(key, data, placed[cid][0])) for cid, _, _ in batch)
+        batch, weight = [], 0
+
+    for cid, step, ops in entries:
+        if not ops:
+            refs[cid] = {"type": "empty"}
+            continue
+        n = size(ops)
+        if n > limits.INLINE_TOTAL_BYTES:
+            data, placed = encode_segment(thread_id, [(cid, step, ops)])
+            key = layout.history_segment_key(thread_id, step, uuid.uuid4().hex[:16])
+            objects.append((key, data))
+            refs[cid] = segment_ref(key, data, placed[cid][0])
+            continue
+        if weight + n > limits.INLINE_TOTAL_BYTES or len(batch) >= limits.MAX_INLINE_DELTAS:
+            flush()
+        batch.append((cid, step, ops))
+        weight += n
+    flush()
+    return refs, objects
+
+
+def _holder(rec: Record) -> str | None:
+    """The segment key holding ``rec``'s history rows (None: inline, empty, or none)."""
+    held = history_ref(rec)
+    return held["key"] if held is not None and held["type"] == "segment" else None
+
+
+def reencode(
+    thread_id: str, items: Sequence[tuple[Record, str, Delta]]
+) -> tuple[dict[str, dict[str, Any]], tuple[str, bytes]]:
+    """The history rows of ``items`` (record, id it gets, its rows as stored), read from one segment,
+    written again as one segment of thread ``thread_id`` (the one segment writer): ({new id: record
+    changes}, (key, bytes)). A delta's change is its ``ref`` (keeping the blobs it lists) and ``bytes``,
+    a full record's its ``rows``. What a maintenance commit does to a segment that held stale rows,
+    and what ``copy_thread`` does to every segment (rows under the copy's thread and ids)."""
+    data, placed = encode_segment(thread_id, [(new_id, int(rec["step"]), ops) for rec, new_id, ops in items])
+    big = any(size(ops) > limits.INLINE_TOTAL_BYTES for _, _, ops in items)  # a history segment's one record
+    token = uuid.uuid4().hex[:16]
+    key = (layout.history_segment_key if big else layout.segment_key)(thread_id, int(items[0][0]["step"]), token)
+    changes: dict[str, dict[str, Any]] = {}
+    for rec, new_id, _ in items:
+        ref = segment_ref(key, data, placed[new_id][0])
+        if rec["kind"] == "full":
+            changes[new_id] = {"rows": ref}
+        else:
+            if rec["ref"].get("blobs"):  # the ops moved, the blobs they reference did not
+                ref["blobs"] = rec["ref"]["blobs"]
+            changes[new_id] = {"ref": ref, "bytes": placed[new_id][1]}
+    return changes, (key, data)
+
+
+def holders(m: Manifest) -> dict[str, list[Record]]:
+    """The records of ``m`` whose history rows each segment holds, in record order."""
+    out: dict[str, list[Record]] = {}
+    for rec in m.records.values():
+        key = _holder(rec)
+        if key is not None:
+            out.setdefault(key, []).append(rec)
+    return out
+
+
+class Rewrite:
+    """The history-row changes of one maintenance plan, in the commit that changes the records.
+
+    ``replace(rec, base, content)``: the record's history rows become ``diff(base, content)`` (a re-base,
+    an edit, a kept record whose parent left the manifest); ``actions(after)``: the updates that
+    re-point records to their rows once every record's change is planned, and the objects to write
+    first. Every segment holding rows of a record that left the manifest, or whose rows were replaced,
+    is re-encoded without them (its kept records' rows are read through the plan's replay, checked
+    as a load checks them, and written again with the one segment writer), so no stale row survives;
+    the old segment is then referenced by no record and the commit's tombstone names it.
+    """
+
+    def __init__(self, engine: Engine, m: Manifest, reader: ChainReader) -> None:
+        self.engine, self.m, self.reader = engine, m, reader
+        self.replaced: dict[str, Delta] = {}
+
+    def replace(self, rec: Record, base: Content, content: Content) -> None:
+        self.replaced[rec["id"]] = history_rows(self.engine, self.m.thread_id, rec["id"], base, content)
+
+    async def actions(
+        self, after: dict[str, Record], removed: Iterable[str]
+    ) -> tuple[list[A.UpdateAction], list[tuple[str, bytes]]]:
+        """(update actions, objects to write) so that ``after`` (the records once the plan's other
+        actions applied, in order) holds every history row once. Updates it makes are applied to
+        ``after`` too, so the caller's tombstone sees the records as they will be."""
+        m, thread_id = self.m, self.m.thread_id
+        stale = set(removed) | set(self.replaced)
+        rewrite = {key for cid in stale if cid in m.records for key in [_holder(m.records[cid])] if key is not None}
+        # records whose rows must be written again: the replaced ones, and the kept rows of each
+        # segment that held a stale row (a delta whose ref stays a segment, a full record's rows)
+        moved: dict[str, list[tuple[Record, Delta]]] = {}
+        for cid, rec in after.items():
+            key = _holder(rec) if cid not in self.replaced else None
+            if key is not None and key in rewrite:
+                moved.setdefault(key, []).append((rec, await self.reader.history_ops(rec, m.inline)))
+        actions: list[A.UpdateAction] = []
+        objects: list[tuple[str, bytes]] = []
+        for recs in moved.values():
+            changes, segment = reencode(thread_id, [(rec, rec["id"], ops) for rec, ops in recs])
+            objects.append(segment)
+            for cid, change in changes.items():
+                if "rows" in change:
+                    actions.append(A.rows(cid, change["rows"]))
+                else:
+                    actions.append(A.repoint(cid, change["ref"], change["bytes"]))
+                after[cid] = {**after[cid], **change}
+        entries = [(cid, int(after[cid]["step"]), ops) for cid, ops in self.replaced.items() if cid in after]
+        refs, written = place(thread_id, entries)
+        objects += written
+        for cid, ref in refs.items():
+            actions.append(A.rows(cid, ref))
+            after[cid] = {**after[cid], "rows": ref}
+        return actions, objects
