@@ -32,11 +32,16 @@ $(AZURITE):
 
 azurite: $(AZURITE)
 
+# In parallel (pytest-xdist): one worker per core, each test file on one worker (loadfile: a module-scoped
+# fixture, an archive built once or a graph run in a fresh process, is built once). `make test TEST_ARGS=`
+# runs the suite in one process.
+TEST_ARGS ?= -n auto --dist loadfile
+
 test: $(STAMP) $(AZURITE)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(TEST_ARGS)
 
 soak: $(STAMP) $(AZURITE)
-	$(PY) -m pytest -q -m soak
+	$(PY) -m pytest -q -m soak $(TEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check ckpt_archive tests benchmarks

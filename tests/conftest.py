@@ -6,6 +6,7 @@ import os
 # the variable is read when gcsfs is imported, so it is set before anything imports it.
 os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
 
+import fcntl
 import itertools
 import shutil
 import subprocess
@@ -14,9 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import ckpt_archive as ca
 from ckpt_archive.testing import AzuriteServer, GCSServer, S3Server
+
+# The suite runs in parallel (pytest-xdist) on a machine other work shares: an example's wall time says
+# nothing about the code under test. No per-example deadline (a slow example is not a failure, nor an
+# "unreliable timing" one), no health check on slow data generation; what each test asserts is unchanged.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 _bucket_ids = itertools.count()
 
@@ -45,20 +53,25 @@ AZURITE_BIN = AZURITE_DIR / "node_modules" / ".bin" / "azurite-blob"
 
 
 def azurite_binary() -> str:
-    """The project-local azurite-blob, installed with npm on first use (``make azurite`` does the same)."""
+    """The project-local azurite-blob, installed with npm on first use (``make azurite`` does the same);
+    under a lock, so parallel test workers never run two installs into one folder."""
     if AZURITE_BIN.exists():
         return str(AZURITE_BIN)
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("Azure tests need Node.js and npm (for Azurite); neither node nor npm is on PATH")
     AZURITE_DIR.mkdir(exist_ok=True)
-    if not (AZURITE_DIR / "package.json").exists():
-        (AZURITE_DIR / "package.json").write_text('{"name": "azurite-local", "private": true}\n')
-    subprocess.run(
-        ["npm", "install", "--no-audit", "--no-fund", "--silent", "azurite@3"],
-        cwd=AZURITE_DIR,
-        check=True,
-        timeout=600,
-    )
+    with open(AZURITE_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if AZURITE_BIN.exists():  # another worker installed it meanwhile
+            return str(AZURITE_BIN)
+        if not (AZURITE_DIR / "package.json").exists():
+            (AZURITE_DIR / "package.json").write_text('{"name": "azurite-local", "private": true}\n')
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--silent", "azurite@3"],
+            cwd=AZURITE_DIR,
+            check=True,
+            timeout=600,
+        )
     return str(AZURITE_BIN)
 
 

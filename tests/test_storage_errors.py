@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from typer.testing import CliRunner
 
 import ckpt_archive as ca
 from ckpt_archive.cli import app
-from ckpt_archive.testing import S3Server, free_port
+from ckpt_archive.testing import S3Server
 
 
 @pytest.fixture
@@ -101,20 +102,29 @@ def test_s3_without_credentials_is_credentials_missing(
     assert "storage_options" in one_line(caught.value)
 
 
-def unreachable(s3_server: S3Server) -> dict[str, Any]:
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the whole test: bound here and never listened on,
+    so no other process (a parallel test worker's server) can take it meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
+
+
+def unreachable(s3_server: S3Server, port: int) -> dict[str, Any]:
     opts = s3_server.storage_options()
-    opts["client_kwargs"] = {**opts["client_kwargs"], "endpoint_url": f"http://127.0.0.1:{free_port()}"}
+    opts["client_kwargs"] = {**opts["client_kwargs"], "endpoint_url": f"http://127.0.0.1:{port}"}
     return opts
 
 
-def test_unreachable_endpoint_fails_typed_within_seconds(s3_server: S3Server) -> None:
+def test_unreachable_endpoint_fails_typed_within_seconds(s3_server: S3Server, closed_port: int) -> None:
     for action in (
         lambda cp: cp.save(ca.Checkpoint.new("t", {"a": 1})),
         lambda cp: cp.load("t"),
     ):
         started = time.monotonic()
         with pytest.raises(ca.StorageUnavailable, match="check the endpoint") as caught:
-            action(ca.open_archive("s3://somewhere/archive", storage_options=unreachable(s3_server)))
+            action(ca.open_archive("s3://somewhere/archive", storage_options=unreachable(s3_server, closed_port)))
         assert time.monotonic() - started < 15
         one_line(caught.value)
 
@@ -141,11 +151,11 @@ def cli(*args: str) -> Any:
     return lines[0]
 
 
-def test_cli_says_what_to_do_for_storage_errors(tmp_path: Path, s3_server: S3Server) -> None:
+def test_cli_says_what_to_do_for_storage_errors(tmp_path: Path, s3_server: S3Server, closed_port: int) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("# not an archive\n")
     assert "is a file: point the archive URL at a folder" in cli("threads", "--url", str(readme))
-    endpoint = unreachable(s3_server)["client_kwargs"]["endpoint_url"]
+    endpoint = unreachable(s3_server, closed_port)["client_kwargs"]["endpoint_url"]
     config = tmp_path / "s3.toml"
     config.write_text(
         'url = "s3://somewhere/archive"\n[storage_options]\nkey = "testing"\nsecret = "testing"\n'

@@ -28,7 +28,6 @@ from ckpt_archive import limits
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
 from ckpt_archive.storage import RoundTrips, open_store
-from ckpt_archive.testing import free_port
 from tests.conftest import _SERVERS
 
 MARKER_LIMIT = limits.stored_limit("archive marker")  # ~1.07 MiB, the smallest bound
@@ -40,10 +39,11 @@ class WireCounter:
     request lines; the reads it carries have no body, so a body cannot fake one)."""
 
     def __init__(self, upstream: int) -> None:
-        self.upstream, self.port = upstream, free_port()
+        self.upstream = upstream
         self.down = self.requests = 0
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._listener = socket.create_server(("127.0.0.1", 0))  # the kernel's pick: no race with other workers
+        self.port = int(self._listener.getsockname()[1])
         threading.Thread(target=self._accept, daemon=True).start()
 
     def reset(self) -> None:

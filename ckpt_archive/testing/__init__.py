@@ -18,6 +18,10 @@ from typing import Any
 
 
 def free_port() -> int:
+    """A loopback port free at the time of the call (the kernel's pick). Another process may take it
+    before the caller binds it (tests run in parallel, pytest-xdist): servers that can bind port 0
+    themselves do (``S3Server``, ``FaultProxy``); the emulators, which must be told their port,
+    start again on another one when theirs was taken (``_Emulator._spawn``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -54,8 +58,8 @@ class S3Server:
     region = "eu-west-1"
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.port = 0  # bound by ``start`` (port 0: the kernel's pick, which no other process holds)
+        self.endpoint = ""
         self.requests: Counter[str] = Counter()
         self.log: list[tuple[str, str]] = []
         self._lock = threading.Lock()
@@ -128,9 +132,9 @@ class S3Server:
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
         app = DomainDispatcherApplication(create_backend_app)
-        self._server = make_server(
-            "127.0.0.1", self.port, self._count(app), threaded=True, request_handler=MotoRequestHandler
-        )
+        self._server = make_server("127.0.0.1", 0, self._count(app), threaded=True, request_handler=MotoRequestHandler)
+        self.port = int(self._server.server_address[1])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
@@ -191,13 +195,31 @@ class _Emulator:
         self._proc: Any = None
         self._log: Any = None
 
-    def _spawn(self, args: list[str], **popen: Any) -> None:
+    def _args(self) -> list[str]:
+        """The command line, for ``self.port``."""
+        raise NotImplementedError
+
+    def _spawn(self, **popen: Any) -> None:
+        """Start the emulator on ``self.port``; if it exits before listening (another process took the
+        port since ``free_port`` picked it: tests run in parallel), again on a new port, up to 3 times."""
         import tempfile
 
-        self._log = tempfile.NamedTemporaryFile(prefix=f"{self.name}-", suffix=".log", delete=False)  # noqa: SIM115
         popen.setdefault("stdout", subprocess.DEVNULL)
-        self._proc = subprocess.Popen(args, stderr=self._log, stdin=subprocess.DEVNULL, **popen)
-        _wait_port(self.port, self._proc, self.name, self._log.name)
+        for attempt in range(3):
+            self._log = tempfile.NamedTemporaryFile(prefix=f"{self.name}-", suffix=".log", delete=False)  # noqa: SIM115
+            self._proc = subprocess.Popen(self._args(), stderr=self._log, stdin=subprocess.DEVNULL, **popen)
+            try:
+                _wait_port(self.port, self._proc, self.name, self._log.name)
+                return
+            except RuntimeError:
+                if self._proc.poll() is None or attempt == 2:
+                    raise
+                self._log.close()
+                self.port = free_port()
+                self._moved()
+
+    def _moved(self) -> None:
+        """``self.port`` changed: update what is derived from it."""
 
     def stop(self) -> None:
         if self._proc is not None:
@@ -224,6 +246,9 @@ class GCSServer(_Emulator):
     def __init__(self) -> None:
         os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
         super().__init__()
+        self._moved()
+
+    def _moved(self) -> None:
         self.endpoint = f"http://127.0.0.1:{self.port}"
 
     @staticmethod
@@ -232,10 +257,12 @@ class GCSServer(_Emulator):
 
         return str(_server._get_binary_path())
 
-    def start(self) -> GCSServer:
+    def _args(self) -> list[str]:
         args = [self.binary(), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1"]
-        args += ["-port", str(self.port), "-external-url", self.endpoint, "-log-level", "error"]
-        self._spawn(args)
+        return [*args, "-port", str(self.port), "-external-url", self.endpoint, "-log-level", "error"]
+
+    def start(self) -> GCSServer:
+        self._spawn()
         return self
 
     def storage_options(self) -> dict[str, Any]:
@@ -269,16 +296,32 @@ class AzuriteServer(_Emulator):
     def __init__(self, binary: str) -> None:
         super().__init__()
         self.binary = os.path.abspath(binary)
+        self._cwd = ""
+        self._moved()
+
+    def _moved(self) -> None:
         self.endpoint = f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}"
+
+    def _args(self) -> list[str]:
+        args = [self.binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--inMemoryPersistence"]
+        return [*args, "--skipApiVersionCheck", "--silent"]
 
     def start(self) -> AzuriteServer:
         import tempfile
 
-        args = [self.binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--inMemoryPersistence"]
-        args += ["--skipApiVersionCheck", "--silent"]
-        # cwd: Azurite writes its debug/extent files relative to it even in memory mode
-        self._spawn(args, cwd=tempfile.gettempdir())
+        # cwd: Azurite writes its debug/extent files relative to it even in memory mode; one folder per
+        # instance, so emulators started side by side (tests in parallel) never share one
+        self._cwd = tempfile.mkdtemp(prefix="azurite-")
+        self._spawn(cwd=self._cwd)
         return self
+
+    def stop(self) -> None:
+        import shutil
+
+        super().stop()
+        if self._cwd:
+            shutil.rmtree(self._cwd, ignore_errors=True)
+            self._cwd = ""
 
     def connection_string(self) -> str:
         return (
@@ -353,8 +396,8 @@ class FaultProxy:
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.port = 0  # bound by ``start`` (port 0, as ``S3Server``)
+        self.endpoint = ""
         self._faults = Faults()
         self._server: Any = None
 
@@ -420,7 +463,9 @@ class FaultProxy:
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _handle
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = int(self._server.server_address[1])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
