@@ -5,9 +5,9 @@ the way multimodal chat messages carry one) and a line of text, then ``copy_thre
 reports the bytes stored (the sum of the archive's file sizes) after the turns and after the copy,
 against the image's own size. With ``--langgraph`` it runs the same turns through ``ArchiveSaver`` (a
 ``StateGraph`` whose ``messages`` channel appends plain dict messages), whose values are stored as
-JSON (spec.md section 11), so the image is one blob; it reports the bytes as written and after the
-saver's ``collect_writes`` and the archive's ``gc`` (grace 0): each turn's pending write holds the image
-inline until a later checkpoint carries it (a write object is no record, so it references no blob).
+JSON (spec.md section 11), so the image is one blob, which each turn's pending write object
+references too (its name lists the blob, so gc keeps it); it reports the bytes as written and after the
+saver's ``collect_writes`` and the archive's ``gc`` (grace 0).
 
     .venv/bin/python benchmarks/bench_blobs.py [--turns 20] [--image-kb 1024] [--langgraph]
 """

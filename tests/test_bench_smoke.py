@@ -138,6 +138,8 @@ def test_blob_benchmark_smoke(tmp_path: Path) -> None:
     result = json.loads((tmp_path / "blobs.json").read_text())
     native = result["native"]
     assert native["blobs"] == 1 and native["copy"] < 1.5 * result["image_bytes"], result
+    if "langgraph" in result:  # the pending writes reference the image's blob too: once as written
+        assert result["langgraph"]["turns"] < 1.5 * result["image_bytes"], result
 
 
 def test_bytes_benchmark_accounts_for_every_byte(tmp_path: Path) -> None:

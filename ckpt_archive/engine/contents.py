@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import codec
 from ..delta import Delta
+from ..errors import IntegrityError, MissingObject, TruncatedObject
 from ..format import blobs, crypto, layout
 from ..format.content import Content, paged_snapshot, state_key
 from ..format.crypto import Encryption
@@ -108,20 +109,26 @@ class Contents:
         }
 
     # -- blobs: large string values, stored once by content (format.blobs) -------------
-    def stored(self, value: Any, known: Keys = frozenset()) -> tuple[Any, list[str], Objects]:
+    def stored(
+        self, value: Any, known: Keys = frozenset(), *, most: int | None = None
+    ) -> tuple[Any, list[str], Objects]:
         """The one way this engine stores a JSON value: (``value`` with its large strings replaced by
         blob references, the names it references (sorted), the blob objects to write).
 
         Encrypted, a blob is named by a keyed digest under the active key (a plain sha256 would let
         anyone confirm a guess of the value) and sealed like a snapshot; ``known``: keys of blobs the
         content this one is built on references (its parent chain's, or the thread's for a re-base),
-        not written again (spec.md section 5, "Blobs": why that is safe against gc)."""
+        not written again (spec.md section 5, "Blobs": why that is safe against gc). ``most``: a value
+        that would reference more distinct blobs keeps every string inline (its holder can list only
+        that many: a LangGraph write object's name, spec.md section 11)."""
         enc = self.encryption
         if enc is None:
             out, found = blobs.encode(value, codec.sha256)
         else:
             kid = enc.active_key_id
             out, found = blobs.encode(value, lambda raw: enc.mac(kid, raw), sealed=True)
+        if most is not None and len(found) > most:
+            return blobs.encode(value, codec.sha256, references=False)[0], [], []
         objects: Objects = []
         for name, raw in found.items():
             key = layout.blob_key(name, sealed=enc is not None)
@@ -130,6 +137,40 @@ class Contents:
             data = blobs.pack(raw)
             objects.append((key, data if enc is None else enc.seal(data, crypto.blob_aad(self.archive_id, name))))
         return out, sorted(found), objects
+
+    async def unstored(self, held: list[tuple[Any, dict[str, Any], str]]) -> list[Any]:
+        """``stored``'s inverse for values no record holds (LangGraph write objects): each (stored value,
+        its holder -- ``{"id", "enc"?}`` as a record names them --, the key it was read from) -> the
+        value, every blob fetched once in one batch (one GET each, concurrently) and checked as a load
+        checks it (``crypto.open_blob``, ``blobs.unpack``). Written by someone else, so: a malformed
+        reference is ``TruncatedObject``, a blob that is gone ``MissingObject``."""
+        wanted: dict[str, tuple[str, int, dict[str, Any], str]] = {}  # blob key -> name, size, holder, key
+        refs: list[dict[str, int]] = []
+        for value, holder, key in held:
+            sealed = "enc" in holder
+            try:
+                names = blobs.names(value, sealed=sealed)
+            except IntegrityError as exc:
+                raise TruncatedObject(str(exc), checkpoint_id=holder["id"], key=key) from None
+            refs.append(names)
+            for name, size in names.items():
+                first = wanted.setdefault(layout.blob_key(name, sealed=sealed), (name, size, holder, key))
+                if first[1] != size:
+                    raise TruncatedObject(f"blob {name!r} referenced with two sizes", key=key)
+        keys = list(wanted)
+        texts: dict[str, str] = {}
+        for bkey, data in zip(keys, await self.store.get_many(keys), strict=True):
+            name, size, holder, key = wanted[bkey]
+            if data is None:
+                raise MissingObject(f"blob is gone; {key!r} references it", checkpoint_id=holder["id"], key=bkey)
+            plain, check = crypto.open_blob(self.encryption, holder, self.archive_id, name, data)
+            texts[bkey] = blobs.unpack(plain, name, size, check=check, checkpoint_id=holder["id"])
+        out = []
+        for (value, holder, _), names in zip(held, refs, strict=True):
+            sealed = "enc" in holder
+            found = {n: texts[layout.blob_key(n, sealed=sealed)] for n in names}
+            out.append(blobs.decode(value, found, sealed=sealed))
+        return out
 
     def stored_ops(self, ops: Delta, known: Keys = frozenset()) -> tuple[Delta, list[str], Objects]:
         """``stored`` over the values of a delta's operations (paths stay as they are)."""

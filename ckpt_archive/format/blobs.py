@@ -41,12 +41,15 @@ def _looks_like_mark(value: dict[str, Any]) -> bool:
     return len(value) == 1 and next(iter(value)) in _MARKS
 
 
-def encode(value: Any, name: Namer, *, sealed: bool = False) -> tuple[Any, dict[str, bytes]]:
+def encode(value: Any, name: Namer, *, sealed: bool = False, references: bool = True) -> tuple[Any, dict[str, bytes]]:
     """(``value`` as stored, {blob name: UTF-8 bytes} of every blob it references).
 
     Unchanged parts are returned as they are (the same objects): a value with no large string and no
     look-alike is returned itself, and only the containers on the way to a replaced string are new.
     ``sealed``: the names are keyed digests of an encrypted archive (``.enc`` keys, ``"hmac"`` field).
+    ``references=False``: every string stays inline and only look-alikes are escaped (a value whose
+    holder cannot list its blobs: a LangGraph write object with too many, spec.md section 11); it
+    decodes like any other.
     """
     found: dict[str, bytes] = {}
     field = "hmac" if sealed else "sha256"
@@ -54,7 +57,7 @@ def encode(value: Any, name: Namer, *, sealed: bool = False) -> tuple[Any, dict[
     def walk(v: Any) -> Any:
         t = type(v)
         if t is str:
-            if len(v) < _MIN_CHARS:
+            if not references or len(v) < _MIN_CHARS:
                 return v
             raw = v.encode()
             if len(raw) < limits.BLOB_MIN_BYTES:

@@ -13,7 +13,7 @@ Layout under the archive root (see docs/format/spec.md)::
     thread_id=<enc>/_parts/<token>.json.zst         sealed parts of folded manifests (parts.py)
     _blobs/<sha256>.zst                             a large string value, shared archive-wide (blobs.py)
     _blobs/<hmac>.enc                               the same, in an encrypted archive (a keyed name)
-    _langgraph/writes/<enc thread>/<enc checkpoint>/<uuid7>.json.zst   LangGraph pending writes
+    _langgraph/writes/<enc thread>/<enc checkpoint>/<uuid7>[.<blob>...].json.zst   LangGraph pending writes
     session_id=<enc>/events/<flush:020d>.parquet    a session's event log, one file per flush
 
 Ids become key segments by ``ids.encode_id`` (percent-encoding, a long id by its sha256). Every key the
@@ -49,7 +49,10 @@ commit of a run may create the marker."""
 LANGGRAPH_WRITES = f"{LANGGRAPH}/writes"
 """One zstd-sealed object per ``put_writes`` call: ``<enc thread>/<enc checkpoint>/<uuid7>.json.zst``."""
 LANGGRAPH_WRITES_SUFFIX = ".json.zst"
-"""The name of a LangGraph writes object after its uuid7."""
+"""The name of a LangGraph writes object after its uuid7 (and the names of the blobs it references)."""
+WRITES_NAME_BLOBS = 3
+"""The most blob names a LangGraph writes object's name lists (``writes_name``): a name of
+36 + 3 * 65 + 9 = 240 bytes fits the 255-byte file names of local disks."""
 EVENTS = "events"
 """A session's folder of event batches."""
 EVENTS_SUFFIX = ".parquet"
@@ -235,8 +238,33 @@ def writes_dir(thread_id: str, checkpoint_id: str) -> str:
 
 
 def writes_key(thread_id: str, checkpoint_id: str, name: str) -> str:
-    """The LangGraph writes object ``name`` (``<uuid7>.json.zst``) of one checkpoint."""
+    """The LangGraph writes object ``name`` (``writes_name``) of one checkpoint."""
     return f"{writes_dir(thread_id, checkpoint_id)}/{name}"
+
+
+def writes_name(call: str, blob_names: Iterable[str]) -> str:
+    """The name of a LangGraph writes object: its call's uuid7, then the names of the blobs it
+    references (sorted, at most ``WRITES_NAME_BLOBS``), each after a dot. gc reads them from its
+    listing (spec.md section 10, rule 5): a write object is no record, and no GET is needed."""
+    names = sorted(blob_names)
+    assert len(names) <= WRITES_NAME_BLOBS and all(is_blob_name(n) for n in names)
+    return "".join([call, *(f".{n}" for n in names), LANGGRAPH_WRITES_SUFFIX])
+
+
+def writes_blob_names(name: str) -> list[str]:
+    """The blob names a LangGraph writes object's name lists (``writes_name``); parts that are not a
+    blob's name list nothing."""
+    stem = name[: -len(LANGGRAPH_WRITES_SUFFIX)] if name.endswith(LANGGRAPH_WRITES_SUFFIX) else ""
+    return sorted(p for p in stem.split(".")[1 : 1 + WRITES_NAME_BLOBS] if is_blob_name(p))
+
+
+def writes_blob_keys(key: str) -> list[str]:
+    """The blob keys a LangGraph writes object (by its key, as listed) keeps from gc: each name its
+    name lists, plaintext or sealed (the name alone does not say which; a key of the other kind is
+    at most kept longer). Nothing for a key that is not a writes object's."""
+    if not key.startswith(LANGGRAPH_WRITES + "/"):
+        return []
+    return [blob_key(n, sealed=s) for n in writes_blob_names(key.rpartition("/")[2]) for s in (False, True)]
 
 
 def session_dir(session_id: str) -> str:

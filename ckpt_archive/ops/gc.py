@@ -18,8 +18,9 @@
 * temporary files of interrupted local writes in the archive's own folders, and S3
   multipart uploads of the archive's keys started before the grace period;
 * blobs (``_blobs/``, large values shared archive-wide) no record of any thread
-  lists and no thread dropped within the grace period, once older than it, and
-  only when every thread was read (``_collect_blobs``).
+  lists, no LangGraph write object's name lists and no thread dropped within the
+  grace period, once older than it, and only when every thread was read
+  (``_collect_blobs``).
 
 Anything gc cannot account for (an unreadable manifest, an unknown file) is
 left alone and reported; gc never deletes a file outside the archive's layout.
@@ -288,7 +289,10 @@ async def gc(engine: Engine, *, grace: timedelta | None = None, unsafe_no_writer
         report.bytes_freed += info["size"]
     await engine.store.delete(loose)
     report.deleted += loose
-    await _collect_blobs(engine, objects, cutoff, live_blobs | kept_blobs, every_thread_read, report)
+    # a LangGraph write object is no record: the blobs it references are listed in its name (spec.md
+    # section 11), read from this listing, so keeping them costs no request
+    written = {blob for key in objects for blob in layout.writes_blob_keys(key)}
+    await _collect_blobs(engine, objects, cutoff, live_blobs | kept_blobs | written, every_thread_read, report)
     if unknown_dirs:
         report.errors.append(f"left alone (no readable thread id): {sorted(unknown_dirs)}")
     with contextlib.suppress(NotImplementedError):

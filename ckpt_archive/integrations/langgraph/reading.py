@@ -21,6 +21,7 @@ from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...archive import ArchiveCheckpointer
+from ...engine.contents import Contents
 from ...errors import InvalidIdentifier
 from ...model import CheckpointInfo
 from ...ops.reads import Manifest, contents, head_from_hint, head_guess, listing, record_info, warm_head
@@ -46,8 +47,8 @@ class Reads:
     raw: dict[str, bytes] = field(default_factory=dict)
     """Decoded base64 of the values seen so far (``SerdeCodec.raw``)."""
 
-    def start_writes(self, store: ObjectStore, at: str, lg_id: str) -> None:
-        self.early[(at, lg_id)] = asyncio.ensure_future(W.read_folder(store, at, lg_id))
+    def start_writes(self, contents: Contents, at: str, lg_id: str) -> None:
+        self.early[(at, lg_id)] = asyncio.ensure_future(W.read_folder(contents, at, lg_id))
 
     kids: dict[str, dict[str, list[CheckpointInfo]]] = field(default_factory=dict)
 
@@ -123,6 +124,11 @@ class SaverReads:
     @property
     def codec(self) -> SerdeCodec:
         return SerdeCodec(self.serde)
+
+    @property
+    def contents(self) -> Contents:
+        """The archive's one encoding of stored values (blobs), which write objects go through too."""
+        return self.archive.engine.contents
 
     # -- states (immutable per archive checkpoint id, so caching them is always safe) -------------
     def remember(self, checkpoint_id: str, state: dict[str, Any]) -> None:
@@ -246,7 +252,7 @@ class SaverReads:
                 rest = [x for x in lg if x not in early]
                 names = dict(zip(rest, await asyncio.gather(*(W.names(self.store, at, x) for x in rest)), strict=True))
             leaves = [x for x in names if not grandkids(x)]  # likely carried by no state: read now
-            got = await asyncio.gather(*(W.fetch(self.store, at, x, names[x]) for x in leaves))
+            got = await asyncio.gather(*(W.fetch(self.contents, at, x, names[x]) for x in leaves))
             out: dict[str, tuple[list[str], W.Objects]] = {x: (names[x], {}) for x in names}
             out.update({x: (names[x], objs) for x, objs in zip(leaves, got, strict=True)})
             for x, task in early.items():
@@ -270,7 +276,7 @@ class SaverReads:
             objects[x] = {**read, **held}
             if rest := [n for n in names if n not in objects[x]]:
                 todo[x] = rest
-        got = await asyncio.gather(*(W.fetch(self.store, at, x, ns) for x, ns in todo.items()))
+        got = await asyncio.gather(*(W.fetch(self.contents, at, x, ns) for x, ns in todo.items()))
         for x, objs in zip(todo, got, strict=True):
             objects[x].update(objs)
             apart[x].update(objs)
@@ -323,12 +329,12 @@ class SaverReads:
         try:
             hint, hint_read = None, False
             if wanted:
-                reads.start_writes(self.store, at, wanted)
+                reads.start_writes(self.contents, at, wanted)
             else:
                 head, hint = await head_guess(self.archive.engine, at)
                 hint_read = True  # or the manifest is cached, which makes the hint moot
                 if head is not None:
-                    reads.start_writes(self.store, at, lg_ids(head)[0])
+                    reads.start_writes(self.contents, at, lg_ids(head)[0])
                 if hint is not None and head is not None and is_top(head):
                     # the hint's head is LangGraph's latest if no commit followed it: no manifest read
                     fast = await head_from_hint(self.archive.engine, at, hint)
@@ -336,7 +342,7 @@ class SaverReads:
                         state = fast[1][0]
                         self.remember(top.checkpoint_id, state)
                         if (at, lg_ids(top)[0]) not in reads.early:  # the hint trailed the log by one put
-                            reads.start_writes(self.store, at, lg_ids(top)[0])
+                            reads.start_writes(self.contents, at, lg_ids(top)[0])
                         lg = lg_ids(top)[0]
                         objects = {**await reads.early.pop((at, lg)), **W.carried(state, lg, f"thread {at!r}")}
                         self.known_writes(at, lg, lg_ids(top)[1], objects)  # the head: its child's put carries them

@@ -36,6 +36,7 @@ from ...archive import ArchiveCheckpointer, open_archive
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint
 from ...ops.reads import cached_head, listing
+from ...ops.save import parent_blobs
 from . import writes as W
 from .encoding import (
     LG_KEY,
@@ -209,8 +210,22 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         codec = self.codec
         entries = [[WRITES_IDX_MAP.get(ch, idx), ch, codec.encode_value(v)] for idx, (ch, v) in enumerate(writes)]
         lg_id = str(conf["checkpoint_id"])
-        name, obj = await W.put(self.store, at, lg_id, task_id, task_path, entries)
+        name, obj = await W.put(self.contents, at, lg_id, task_id, task_path, entries, self._chain_blobs(at, lg_id))
         self.known_writes(at, lg_id, None, {name: obj})  # landed: the next put of a (grand)child carries it
+
+    def _chain_blobs(self, at: str, lg_id: str) -> set[str]:
+        """Blob keys listed by the chains of ``lg_id``'s record and of the thread's head in the manifest
+        this saver holds, if it was read less than ``manifest_ttl`` ago (no request): a write object need
+        not write them first (``writes.put`` says why that is safe: any record of the thread listing
+        them would do). The head's, because LangGraph puts a step's writes while the checkpoint they
+        belong to may still be being put (``durability="async"``). Empty when unknown: all are written."""
+        engine = self.archive.engine
+        m = engine.log.cached(at)
+        if m is None or not engine.log.fresh(at):
+            return set()
+        cid = self._known.get(at, {}).get(lg_id, (None, 0))[0]
+        heads = [c for c in dict.fromkeys([cid, m.head]) if c is not None and c in m.records]
+        return set().union(*(parent_blobs(m, c) for c in heads))
 
     async def _delete_thread(self, thread_id: str) -> None:
         for at in await self.thread_ids(str(thread_id)):

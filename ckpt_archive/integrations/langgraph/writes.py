@@ -2,7 +2,12 @@
 
 Layout (under the archive root, spec.md section 11)::
 
-    _langgraph/writes/<enc archive thread>/<enc langgraph checkpoint id>/<uuid7>.json.zst
+    _langgraph/writes/<enc archive thread>/<enc langgraph checkpoint id>/<uuid7>[.<blob>...].json.zst
+
+A large string of a write (``limits.BLOB_MIN_BYTES``) is stored as a blob, by the archive's one encoding
+(``Contents.stored``), and the object's name lists the blobs it references (at most
+``layout.WRITES_NAME_BLOBS``; a call with more keeps them inline): a write object is no record, and gc
+keeps the blobs that names in its listing list (spec.md section 10, rule 5).
 
 Each ``put_writes`` call is ONE put-if-absent of a fresh name (a uuid7, so names sort in the order the
 calls were made and two calls, concurrent tasks included, never write the same key) holding all its
@@ -22,13 +27,15 @@ they are read as objects, so a process killed between ``put_writes`` and the nex
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ... import codec as C
 from ... import limits
-from ...errors import CheckpointError
-from ...format import blobs, layout
+from ...engine.contents import Contents, Keys
+from ...errors import CheckpointError, IntegrityError, TruncatedObject
+from ...format import blobs, crypto, layout
 from ...format.manifest import seal, unseal
 from ...model import uuid7
 from ...storage import ObjectStore
@@ -43,23 +50,27 @@ as objects only (read apart, never collected)."""
 Entry = tuple[str, int, str, Any, str]  # task_id, idx, channel, blob, task_path
 Obj = list[Any]  # [task_id, task_path, [[idx, channel, <cell>], ...]]: one put_writes call (cells: values.py)
 Objects = dict[str, Obj]  # object name -> its writes
+Docs = dict[str, tuple[Obj, dict[str, Any] | None]]  # object name -> its writes as stored, the key they name
 
 
 thread_prefix = layout.writes_thread_dir
 checkpoint_prefix = layout.writes_dir
 
 
-def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj) -> bytes:
-    raw = seal(
-        {
-            "type": "langgraph_writes",
-            "thread": archive_thread_id,
-            "checkpoint_id": checkpoint_id,
-            "task_id": obj[0],
-            "task_path": obj[1],
-            "writes": obj[2],  # [idx, channel, <cell>]
-        }
-    )
+def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj, enc: dict[str, Any] | None = None) -> bytes:
+    """A write object's bytes; ``obj`` as stored (``Contents.stored``: its large strings blob
+    references), ``enc`` the key its references' names are keyed digests under (an encrypted archive)."""
+    doc: dict[str, Any] = {
+        "type": "langgraph_writes",
+        "thread": archive_thread_id,
+        "checkpoint_id": checkpoint_id,
+        "task_id": obj[0],
+        "task_path": obj[1],
+        "writes": obj[2],  # [idx, channel, <cell>]
+    }
+    if enc is not None:
+        doc["enc"] = enc
+    raw = seal(doc)
     # readers refuse a writes object over its kind's bounds: never write one
     limits.check_written(
         KIND, raw, f"pending writes of task {obj[0]!r}", "keep large values (files, blobs) out of channel writes"
@@ -84,15 +95,37 @@ def _checked(obj: Any, where: str) -> Obj:
 
 
 async def put(
-    store: ObjectStore, archive_thread_id: str, checkpoint_id: str, task_id: str, task_path: str, entries: list[Any]
+    contents: Contents,
+    archive_thread_id: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    entries: list[Any],
+    known: Keys = frozenset(),
 ) -> tuple[str, Obj]:
-    """One ``put_writes`` call: one put-if-absent of a fresh name; its name and what it holds."""
+    """One ``put_writes`` call: its blobs (large strings, ``Contents.stored``: the one encoding), then
+    one put-if-absent of a fresh name that lists them (``layout.writes_name``: gc keeps them from its
+    listing); the name and the writes as given.
+
+    ``known``: blob keys a record of the checkpoint's chain lists in a manifest read less than
+    ``manifest_ttl`` ago, not written first (as a save skips its parent chain's): a record removed
+    since tombstoned them, and gc keeps a blob tombstoned less than its grace (at least two ttl) ago.
+    A call slower than half a ttl writes them after its object, as a slow save does (``save.confirm``)."""
+    started = time.monotonic()
     obj: Obj = [task_id, task_path, entries]
-    body = _doc(archive_thread_id, checkpoint_id, obj)
+    stored, blob_names, blob_objects = contents.stored(entries, most=layout.WRITES_NAME_BLOBS)
+    enc = contents.encryption
+    key_id = {"alg": crypto.ALG, "key_id": enc.active_key_id} if enc is not None and blob_names else None
+    body = _doc(archive_thread_id, checkpoint_id, [task_id, task_path, stored], key_id)
+    store = contents.store
+    await asyncio.gather(*(store.put(k, d) for k, d in blob_objects if k not in known))  # before the object
     while True:  # a uuid7 is new unless another process minted the same one in the same ms
-        name = uuid7() + SUFFIX
+        name = layout.writes_name(uuid7(), blob_names)
         if await store.put_if_absent(layout.writes_key(archive_thread_id, checkpoint_id, name), body):
-            return name, obj
+            break
+    if time.monotonic() - started > contents.root.manifest_ttl / 2:
+        await asyncio.gather(*(store.put(k, d) for k, d in blob_objects if k in known))
+    return name, obj
 
 
 def _name_of(key: str) -> str | None:
@@ -116,11 +149,11 @@ async def index_thread(store: ObjectStore, archive_thread_id: str) -> dict[str, 
     return out
 
 
-async def fetch(store: ObjectStore, archive_thread_id: str, checkpoint_id: str, wanted: Iterable[str]) -> Objects:
-    """The named objects of a checkpoint (one GET each, concurrently); one deleted since it was listed
-    (collected: a state carries it) is left out."""
+async def _stored(store: ObjectStore, archive_thread_id: str, checkpoint_id: str, wanted: Iterable[str]) -> Docs:
+    """The named objects of a checkpoint as stored (one GET each, concurrently), checked, their blob
+    references unresolved; one deleted since it was listed (collected: a state carries it) is left out."""
     keys = {name: layout.writes_key(archive_thread_id, checkpoint_id, name) for name in wanted}
-    out: Objects = {}
+    out: Docs = {}
     for (name, key), data in zip(keys.items(), await store.get_many(list(keys.values())), strict=True):
         if data is None:
             continue
@@ -130,13 +163,38 @@ async def fetch(store: ObjectStore, archive_thread_id: str, checkpoint_id: str, 
             checkpoint_id,
         ):
             raise CheckpointError(f"writes {key!r} belong to another checkpoint; delete the object")
-        out[name] = _checked([doc.get("task_id"), doc.get("task_path", ""), doc.get("writes")], repr(key))
+        enc = doc.get("enc")
+        if enc is not None and not (
+            type(enc) is dict and enc.keys() == {"alg", "key_id"} and type(enc["key_id"]) is str
+        ):
+            raise TruncatedObject("writes name their key malformed; delete the object", key=key)
+        out[name] = _checked([doc.get("task_id"), doc.get("task_path", ""), doc.get("writes")], repr(key)), enc
     return out
 
 
-async def read_folder(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> Objects:
-    """Every object of one checkpoint: one LIST, then one GET each."""
-    return await fetch(store, archive_thread_id, checkpoint_id, await names(store, archive_thread_id, checkpoint_id))
+async def fetch(contents: Contents, archive_thread_id: str, checkpoint_id: str, wanted: Iterable[str]) -> Objects:
+    """The named objects of a checkpoint (``_stored``), their blob references resolved
+    (``Contents.unstored``: one batch of GETs for all of them). An object referencing other blobs than
+    its name lists is refused (``TruncatedObject``): gc keeps only those its name lists."""
+    docs = await _stored(contents.store, archive_thread_id, checkpoint_id, wanted)
+    held = []
+    for name, (obj, enc) in docs.items():
+        key = layout.writes_key(archive_thread_id, checkpoint_id, name)
+        try:
+            refs = sorted(blobs.names(obj[2], sealed=enc is not None))
+        except IntegrityError as exc:
+            raise TruncatedObject(str(exc), checkpoint_id=checkpoint_id, key=key) from None
+        if refs != layout.writes_blob_names(name):
+            raise TruncatedObject("writes reference other blobs than their name lists; delete the object", key=key)
+        held.append((obj[2], {"id": checkpoint_id, **({"enc": enc} if enc is not None else {})}, key))
+    values = await contents.unstored(held)
+    return {name: [obj[0], obj[1], v] for (name, (obj, _)), v in zip(docs.items(), values, strict=True)}
+
+
+async def read_folder(contents: Contents, archive_thread_id: str, checkpoint_id: str) -> Objects:
+    """Every object of one checkpoint: one LIST, then one GET each (and one per blob they reference)."""
+    listed = await names(contents.store, archive_thread_id, checkpoint_id)
+    return await fetch(contents, archive_thread_id, checkpoint_id, listed)
 
 
 def carried(state: Mapping[str, Any] | None, checkpoint_id: str, where: str) -> Objects:
@@ -186,12 +244,13 @@ def decode(codec: Any, entries: list[Entry]) -> list[tuple[str, str, Any]]:
 
 async def copy_entries(store: ObjectStore, src_thread: str, dst_thread: str, checkpoint_id: str) -> None:
     """Copy a checkpoint's objects to another archive thread, under the same names (rewriting their
-    thread field), so that what the copied states carry and the copied objects stay one set."""
-    found = await read_folder(store, src_thread, checkpoint_id)
+    thread field), so that what the copied states carry and the copied objects stay one set. Copied as
+    stored: the blobs they reference are the archive's, and the names that list them are kept."""
+    found = await _stored(store, src_thread, checkpoint_id, await names(store, src_thread, checkpoint_id))
     await asyncio.gather(
         *(
-            store.put(layout.writes_key(dst_thread, checkpoint_id, n), _doc(dst_thread, checkpoint_id, o))
-            for n, o in found.items()
+            store.put(layout.writes_key(dst_thread, checkpoint_id, n), _doc(dst_thread, checkpoint_id, o, enc))
+            for n, (o, enc) in found.items()
         )
     )
 
