@@ -56,14 +56,14 @@ def json_copy_raw(value: Any, where: str = "state", series: str | None = None) -
     slot = None if series is None else (where, series)
     try:
         last = None if slot is None else _copies.get(slot)
-        parts = _parts(value) if last is not None else None
-        # the same bytes as ``dumps(value)``; with ``parts``, the text of each part for ``_reuse``
-        raw = _dumps_within_depth(value, 0) if parts is None else _join_parts(parts)
+        # the same bytes as ``dumps(value)``; with a copy to build on, the text of each part for ``_reuse``
+        tree = _texts(value, 0) if last is not None else None
+        raw = _dumps_within_depth(value, 0) if tree is None else tree[0]
         copy: Any = _MISSING
         texts: dict[int, bytes] = {}
         if last is not None:
             with contextlib.suppress(_NotSure):
-                copy = last[1] if raw == last[0] else _reuse(last[1], value, last[2], texts, parts)
+                copy = last[1] if raw == last[0] else _reuse(last[1], value, last[2], texts, tree)
                 texts = last[2] if copy is last[1] else texts
         if copy is _MISSING:
             copy = orjson.loads(raw)  # canonical: the copy's keys are sorted, as stored
@@ -94,18 +94,31 @@ def _dumps_within_depth(value: Any, level: int) -> bytes:
 
 
 _PART_KEYS = 64
+_PART_LEVELS = 4
+
+Texts = tuple[bytes, "dict[str, Texts] | None"]
+"""The canonical text of a value and, for a small dict, the ``Texts`` of each of its values (key order)."""
 
 
-def _parts(value: Any) -> dict[str, bytes] | None:
-    """The canonical text of each value of a small dict with plain string keys, in key order."""
-    if type(value) is not dict or len(value) > _PART_KEYS or not all(type(k) is str for k in value):
-        return None
-    return {k: _dumps_within_depth(value[k], 1) for k in sorted(value)}
+def _texts(value: Any, level: int) -> Texts:
+    """``dumps(value)`` for a value ``level`` containers deep, with the text of each part: small dicts
+    with plain string keys, down to ``_PART_LEVELS``, are joined from the texts of their values, so a
+    list deep in a state (the LangGraph saver's messages, three dicts down) is serialised once and
+    ``_reuse`` compares that text with the last one, rather than serialising the list again."""
+    if (
+        level >= _PART_LEVELS
+        or type(value) is not dict
+        or len(value) > _PART_KEYS
+        or not all(type(k) is str for k in value)
+    ):
+        return _dumps_within_depth(value, level), None
+    children = {k: _texts(value[k], level + 1) for k in sorted(value)}
+    return _join_parts({k: child[0] for k, child in children.items()}), children
 
 
 def _join_parts(parts: dict[str, bytes]) -> bytes:
-    """``dumps`` of the dict whose values' texts are ``parts``, copying each text once (a chat's
-    message list is megabytes: concatenating it piece by piece copied it four times)."""
+    """``dumps`` of the dict whose values' texts are ``parts``, copying each text once per level of
+    ``_texts`` (a chat's message list is megabytes: concatenating it piece by piece copied it four times)."""
     pieces = [b"{"]
     for k, text in parts.items():
         pieces += (dumps(k), b":", text, b",")
@@ -127,33 +140,33 @@ def _reuse(
     value: Any,
     known: dict[int, bytes],
     texts: dict[int, bytes],
-    parts: dict[str, bytes] | None = None,
-    text: bytes | None = None,
+    tree: Texts | None = None,
 ) -> Any:
     """A plain-JSON copy of ``value`` that shares the parts of ``base`` (an earlier copy) whose
     canonical text is unchanged: an unchanged list is ``base``'s, a list that grew is ``base``'s items
     plus the parsed new ones. Only exact JSON types are copied here; anything else is ``_NotSure``.
 
     ``known``: the canonical text of lists of ``base`` by id (``base`` keeps them alive); ``texts`` is
-    filled with those of the copy's lists. ``text``, ``parts``: the canonical text of ``value``, of
-    each of its values, when the caller has them. Callers have already dumped ``value`` whole, which
+    filled with those of the copy's lists. ``tree``: the canonical texts of ``value`` and its parts
+    (``_texts``), when the caller has them. Callers have already dumped ``value`` whole, which
     refused what orjson refuses (non-string keys, huge ints, lone surrogates, depth), so an exact str,
     int or bool is its own copy.
     """
     kind = type(value)
+    parts = tree[1] if tree is not None else None
     if kind is dict:
         if type(base) is not dict:
-            return orjson.loads(text if text is not None else dumps(value))
+            return orjson.loads(tree[0] if tree is not None else dumps(value))
         out = {  # in canonical (sorted) key order, as ``loads`` of the text would give
-            k: _reuse(base[k], value[k], known, texts, None, parts[k] if parts else None)
+            k: _reuse(base[k], value[k], known, texts, parts[k] if parts else None)
             if k in base
-            else orjson.loads(parts[k] if parts else dumps(value[k]))
+            else orjson.loads(parts[k][0] if parts else dumps(value[k]))
             for k in sorted(value)
         }
         same = len(out) == len(base) and all(v is base.get(k, _MISSING) for k, v in out.items())
         return base if same else out
     if kind is list:
-        new = text if text is not None else dumps(value)
+        new = tree[0] if tree is not None else dumps(value)
         if type(base) is not list or not base:
             return orjson.loads(new)
         old = known.get(id(base)) or dumps(base)

@@ -285,18 +285,27 @@ def test_prune_racing_a_writer(archive_url: Make, backend: str) -> None:
     saved = chat(writer, "live", 3)
     pruner = fresh(writer)
 
+    writing = True
+
     async def write() -> None:
+        nonlocal writing
         messages = list(saved[-1].state["messages"])
-        for step in range(3, 33):
-            messages.append(f"m{step}")
-            ckpt = ca.Checkpoint.new("live", {"messages": list(messages), "turn": step}, step=step)
-            await writer.asave(ckpt)  # a prune commit in between must not make this a conflict
-            saved.append(ckpt)
+        try:
+            for step in range(3, 33):
+                messages.append(f"m{step}")
+                ckpt = ca.Checkpoint.new("live", {"messages": list(messages), "turn": step}, step=step)
+                await writer.asave(ckpt)  # a prune commit in between must not make this a conflict
+                saved.append(ckpt)
+        finally:
+            writing = False
 
     async def prune() -> int:
-        removed = 0
-        for _ in range(12):
+        # every prune starts while the writer saves, for as long as it does (a fixed number of rounds
+        # could all pass before its saves gave them anything to remove, on a loaded machine)
+        removed = rounds = 0
+        while writing and rounds < 2000:
             removed += len((await pruner.aprune("live", RP.keep_last(3) | RP.keep_every(10))).removed)
+            rounds += 1
             await asyncio.sleep(0.005)
         return removed
 
