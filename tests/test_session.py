@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
+from ckpt_archive.format.layout import events_key as batch_key
 from ckpt_archive.session import (
     ArchiveManagedStateStore,
     CheckpointManager,
@@ -36,7 +37,6 @@ from ckpt_archive.session import (
     ToolResult,
 )
 from ckpt_archive.session import events as events_mod
-from ckpt_archive.session.stores import batch_key
 from ckpt_archive.testing import S3Server
 
 from .conftest import BACKENDS

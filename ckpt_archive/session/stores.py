@@ -138,7 +138,6 @@ _META = "ckpt_archive."
 
 
 session_dir = layout.session_dir
-batch_key = layout.events_key
 
 
 def encode_batch(session_id: str, batch: FlushBatch) -> bytes:
@@ -208,7 +207,7 @@ class ArchiveManagedStateStore:
         return Durability.DURABLE if self.store.durable else Durability.VOLATILE
 
     async def append(self, session_id: str, batch: FlushBatch) -> None:
-        key = batch_key(session_id, batch.flush_seq)  # one conditional PUT per flush, nothing else
+        key = layout.events_key(session_id, batch.flush_seq)  # one conditional PUT per flush, nothing else
         data = encode_batch(session_id, batch)
         if not await self.store.put_if_absent(key, data):
             if await self.store.get_or_none(key) == data:

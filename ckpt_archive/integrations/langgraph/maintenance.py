@@ -135,7 +135,7 @@ class Maintenance:
             for info in old:
                 for lg_id in (states.get(info.checkpoint_id) or {}).get("writes") or {}:
                     carried = W.carried(states[info.checkpoint_id], lg_id, f"checkpoint {info.checkpoint_id!r}")
-                    folder = W.checkpoint_prefix(at, lg_id)
+                    folder = layout.writes_dir(at, lg_id)
                     keys.update(layout.writes_key(at, lg_id, n) for n in carried if n in index.get(folder, ()))
             await self.saver.store.delete(sorted(keys))
             deleted += len(keys)

@@ -23,6 +23,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ...archive import ArchiveCheckpointer
 from ...engine.contents import Contents
 from ...errors import InvalidIdentifier
+from ...format import layout
 from ...model import CheckpointInfo
 from ...ops.reads import Manifest, contents, head_from_hint, head_guess, listing, record_info, warm_head
 from ...storage import ObjectStore
@@ -247,7 +248,7 @@ class SaverReads:
                 reads.writes[at] = await W.index_thread(self.store, at)
             if at in reads.writes:
                 index = reads.writes[at]
-                names = {x: index.get(W.checkpoint_prefix(at, x), []) for x in lg if x not in early}
+                names = {x: index.get(layout.writes_dir(at, x), []) for x in lg if x not in early}
             else:
                 rest = [x for x in lg if x not in early]
                 names = dict(zip(rest, await asyncio.gather(*(W.names(self.store, at, x) for x in rest)), strict=True))

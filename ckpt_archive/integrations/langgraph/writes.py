@@ -53,10 +53,6 @@ Objects = dict[str, Obj]  # object name -> its writes
 Docs = dict[str, tuple[Obj, dict[str, Any] | None]]  # object name -> its writes as stored, the key they name
 
 
-thread_prefix = layout.writes_thread_dir
-checkpoint_prefix = layout.writes_dir
-
-
 def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj, enc: dict[str, Any] | None = None) -> bytes:
     """A write object's bytes; ``obj`` as stored (``Contents.stored``: its large strings blob
     references), ``enc`` the key its references' names are keyed digests under (an encrypted archive)."""
@@ -135,14 +131,14 @@ def _name_of(key: str) -> str | None:
 
 async def names(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> list[str]:
     """The objects of one checkpoint (one LIST of its folder)."""
-    listed = await store.list_dir(checkpoint_prefix(archive_thread_id, checkpoint_id))
+    listed = await store.list_dir(layout.writes_dir(archive_thread_id, checkpoint_id))
     return [n for n in listed if n.endswith(SUFFIX)]
 
 
 async def index_thread(store: ObjectStore, archive_thread_id: str) -> dict[str, list[str]]:
     """Objects of every checkpoint of an archive thread, by checkpoint folder (one recursive LIST)."""
     out: dict[str, list[str]] = {}
-    for key in sorted(await store.find(thread_prefix(archive_thread_id))):
+    for key in sorted(await store.find(layout.writes_thread_dir(archive_thread_id))):
         folder, _, name = key.rpartition("/")
         if _name_of(key) is not None:
             out.setdefault(folder, []).append(name)
@@ -256,8 +252,8 @@ async def copy_entries(store: ObjectStore, src_thread: str, dst_thread: str, che
 
 
 async def delete_checkpoint(store: ObjectStore, archive_thread_id: str, checkpoint_id: str) -> None:
-    await store.delete_prefix(checkpoint_prefix(archive_thread_id, checkpoint_id))
+    await store.delete_prefix(layout.writes_dir(archive_thread_id, checkpoint_id))
 
 
 async def delete_thread(store: ObjectStore, archive_thread_id: str) -> None:
-    await store.delete_prefix(thread_prefix(archive_thread_id))
+    await store.delete_prefix(layout.writes_thread_dir(archive_thread_id))
