@@ -74,6 +74,18 @@ def fits_inline(ops: Delta, inline_bytes: int, inline_count: int) -> bool:
     )
 
 
+def new_segment(
+    thread_id: str, entries: Sequence[Entry], *, history: bool = False
+) -> tuple[str, bytes, dict[str, tuple[int, int]]]:
+    """The one way a segment is made: ``encode_segment`` of ``entries`` under a fresh key named by its
+    first step (a history segment's when ``history``): (key, bytes, {id: (row group, bytes)})."""
+    data, placed = encode_segment(thread_id, entries)
+    key = (layout.history_segment_key if history else layout.segment_key)(
+        thread_id, int(entries[0][1]), uuid.uuid4().hex[:16]
+    )
+    return key, data, placed
+
+
 def place(thread_id: str, entries: Sequence[Entry]) -> tuple[dict[str, dict[str, Any]], list[tuple[str, bytes]]]:
     """``rows`` refs for these records' history rows, written to new segments now: ({id: rows ref},
     objects to put). Empty rows need none (``{"type": "empty"}``). Rows within a delta segment's
@@ -87,8 +99,7 @@ def place(thread_id: str, entries: Sequence[Entry]) -> tuple[dict[str, dict[str,
     def flush() -> None:
         nonlocal batch, weight
         if batch:
-            data, placed = encode_segment(thread_id, batch)
-            key = layout.segment_key(thread_id, batch[0][1], uuid.uuid4().hex[:16])
+            key, data, placed = new_segment(thread_id, batch)
             objects.append((key, data))
             refs.update((cid, segment_ref(key, data, placed[cid][0])) for cid, _, _ in batch)
         batch, weight = [], 0
@@ -99,8 +110,7 @@ def place(thread_id: str, entries: Sequence[Entry]) -> tuple[dict[str, dict[str,
             continue
         n = size(ops)
         if n > limits.INLINE_TOTAL_BYTES:
-            data, placed = encode_segment(thread_id, [(cid, step, ops)])
-            key = layout.history_segment_key(thread_id, step, uuid.uuid4().hex[:16])
+            key, data, placed = new_segment(thread_id, [(cid, step, ops)], history=True)
             objects.append((key, data))
             refs[cid] = segment_ref(key, data, placed[cid][0])
             continue
@@ -126,10 +136,9 @@ def reencode(
     changes}, (key, bytes)). A delta's change is its ``ref`` (keeping the blobs it lists) and ``bytes``,
     a full record's its ``rows``. What a maintenance commit does to a segment that held stale rows,
     and what ``copy_thread`` does to every segment (rows under the copy's thread and ids)."""
-    data, placed = encode_segment(thread_id, [(new_id, int(rec["step"]), ops) for rec, new_id, ops in items])
     big = any(size(ops) > limits.INLINE_TOTAL_BYTES for _, _, ops in items)  # a history segment's one record
-    token = uuid.uuid4().hex[:16]
-    key = (layout.history_segment_key if big else layout.segment_key)(thread_id, int(items[0][0]["step"]), token)
+    entries = [(new_id, int(rec["step"]), ops) for rec, new_id, ops in items]
+    key, data, placed = new_segment(thread_id, entries, history=big)
     changes: dict[str, dict[str, Any]] = {}
     for rec, new_id, _ in items:
         ref = segment_ref(key, data, placed[new_id][0])

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 from .. import codec, limits
@@ -35,9 +34,8 @@ from ..format import actions as A
 from ..format import crypto, layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, ref_keys
-from ..format.objects import encode_segment
 from ..model import Checkpoint, check_identifier, is_resave
-from .history import EMPTY, fits_inline, history_rows, place, segment_ref
+from .history import EMPTY, fits_inline, history_rows, new_segment, place, segment_ref
 from .history import size as rows_size
 
 
@@ -283,8 +281,7 @@ def compact_action(
     if joined:
         assert new is not None
         entries.append(new)
-    data, groups = encode_segment(m.thread_id, entries)
-    key = layout.segment_key(m.thread_id, entries[0][1], uuid.uuid4().hex[:16])
+    key, data, groups = new_segment(m.thread_id, entries)
     row_groups = {cid: placed for cid, placed in groups.items() if not (joined and new is not None and cid == new[0])}
     empty = [cid for cid, _, ops in entries if not ops]
     action = A.compact(key, codec.sha256(data), len(data), row_groups, empty)
