@@ -22,6 +22,7 @@ from ..delta import diff
 from ..errors import ArchiveNotFound, CheckpointNotFound
 from ..format import layout
 from ..model import Checkpoint, CheckpointInfo
+from .conversation import MESSAGE_SCHEMA, message_row, messages_of, view
 
 Backend = Literal["pandas", "polars", "arrow"]
 Source = str | ArchiveCheckpointer
@@ -219,7 +220,12 @@ def states(source: Source, thread_id: str, *, storage_options: dict[str, Any] | 
 
 def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, Any] | None = None) -> pa.Table:
     """One row per changed key path per checkpoint (op set/del/append/splice, key, JSON path and value:
-    a splice's value is ``{"at", "remove", "insert"}``, spec.md section 5)."""
+    a splice's value is ``{"at", "remove", "insert"}``, spec.md section 5).
+
+    The change is that of what the user reads (``conversation.view``): in a LangGraph thread, the graph's
+    channels (``key`` is the channel, a message list's growth an ``append`` of the messages' JSON), never
+    LangGraph's bookkeeping (``branch:to:*``, ``__start__``, versions seen, ids, carried writes)."""
+
     archive = archive_of(source, storage_options)
     infos = archive.list(thread_id)
     if not infos:
@@ -235,12 +241,13 @@ def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, 
         base = {} if pid is None else known.get(pid)
         if base is None:  # parent no longer listed (pruned): the stored parent if it is still there
             parent = archive.load_by_id(pid) if pid else None
-            base = {} if parent is None else parent.state
+            base = {} if parent is None else view(parent.state)
         if pid is not None and pid in children:
             children[pid] -= 1
             if children[pid] == 0:
                 known.pop(pid, None)
-        for op in diff(base, ckpt.state):
+        current = view(ckpt.state)
+        for op in diff(base, current):
             value = None if op["op"] == "del" else codec.dumps(op["value"]).decode()
             cols["thread_id"].append(thread_id)
             cols["checkpoint_id"].append(ckpt.checkpoint_id)
@@ -254,7 +261,7 @@ def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, 
             cols["value"].append(value)
             cols["value_bytes"].append(0 if value is None else len(value.encode()))
         if children.get(ckpt.checkpoint_id):
-            known[ckpt.checkpoint_id] = ckpt.state
+            known[ckpt.checkpoint_id] = current
     return pa.table(cols, schema=CHANGE_SCHEMA)
 
 
@@ -267,3 +274,42 @@ def changes_frame(
 ) -> Any:
     """``changes_table`` as a pandas (default) or polars DataFrame."""
     return convert(changes_table(source, thread_id, storage_options=storage_options), backend)
+
+
+# -- conversations -------------------------------------------------------------------------
+def messages_table(
+    source: Source,
+    thread_id: str,
+    *,
+    checkpoint_id: str | None = None,
+    channel: str = "messages",
+    storage_options: dict[str, Any] | None = None,
+) -> pa.Table:
+    """Every message of a checkpoint (the thread's latest by default), in order: one row each
+    (``MESSAGE_SCHEMA``), through the archive API (complete, open segment included)."""
+    archive = archive_of(source, storage_options)
+    ckpt = archive.load(thread_id) if checkpoint_id is None else archive.load_by_id(checkpoint_id)
+    if ckpt is None or ckpt.thread_id != thread_id:
+        what = "has no checkpoints" if checkpoint_id is None else f"has no checkpoint {checkpoint_id!r}"
+        raise CheckpointNotFound(f"thread {thread_id!r} {what} in {archive.url!r}")
+    rows = [
+        {"thread_id": thread_id, "checkpoint_id": ckpt.checkpoint_id, "step": ckpt.step, "index": i, **message_row(m)}
+        for i, m in enumerate(messages_of(ckpt, channel))
+    ]
+    return pa.Table.from_pylist(rows, schema=MESSAGE_SCHEMA)
+
+
+def messages_frame(
+    source: Source,
+    thread_id: str,
+    *,
+    checkpoint_id: str | None = None,
+    channel: str = "messages",
+    storage_options: dict[str, Any] | None = None,
+    backend: Backend = "pandas",
+) -> Any:
+    """``messages_table`` as a pandas (default) or polars DataFrame: a thread as a conversation."""
+    table = messages_table(
+        source, thread_id, checkpoint_id=checkpoint_id, channel=channel, storage_options=storage_options
+    )
+    return convert(table, backend)

@@ -6,10 +6,12 @@ from functools import partial
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.json import JSON
 from rich.table import Table
 
 from .._sync import run_sync
+from ..analysis.conversation import message_row, view
 from ..analysis.frames import gather_limited
 from ..archive import ArchiveCheckpointer
 from ..delta import diff
@@ -183,6 +185,12 @@ def pick(state: dict[str, Any], key: str) -> Any:
     return node
 
 
+RawOpt = Annotated[
+    bool,
+    typer.Option("--raw", help="The state as stored (a LangGraph state: with its cells and bookkeeping)."),
+]
+
+
 @app.command()
 def show(
     thread: ThreadArg,
@@ -191,20 +199,78 @@ def show(
     url: UrlOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
+    raw: RawOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Show a checkpoint's state (the latest by default), or one key of it."""
+    """Show a checkpoint's state (the latest by default), or one key of it; its messages as a conversation.
+
+    A LangGraph state shows the graph's channels as plain JSON, without LangGraph's bookkeeping
+    (``--raw``: as stored)."""
     with guarded(debug):
         ckpt = load_in_thread(open_from(settings(url, config)), thread, checkpoint)
+        state = ckpt.state if raw else view(ckpt.state)
         body = ckpt.model_dump(mode="json")
+        body["state"] = state
         if key is not None:
             body.pop("state")
-            body["key"], body["value"] = key, pick(ckpt.state, key)
+            body["key"], body["value"] = key, pick(state, key)
         if json:
             return emit_json(body)
         console = out()
         console.print(f"thread {ckpt.thread_id}  checkpoint {ckpt.checkpoint_id}  step {ckpt.step}", markup=False)
-        console.print(JSON.from_data(body["value"] if key is not None else ckpt.state))
+        if key is not None:
+            if not raw and is_messages(body["value"]):
+                return print_conversation(console, body["value"])
+            return console.print(JSON.from_data(body["value"]))
+        messages: list[Any] = []
+        rest = state
+        if not raw and is_messages(state.get("messages")):
+            messages, rest = state["messages"], {k: v for k, v in state.items() if k != "messages"}
+        elif not raw and "messages" not in state:
+            messages = ckpt.messages  # the checkpoint's own message list (spec.md section 13)
+        if rest or not messages:
+            console.print(JSON.from_data(rest))
+        if messages:
+            console.print(f"messages ({len(messages)}):", markup=False)
+            print_conversation(console, messages)
+
+
+def is_messages(value: Any) -> bool:
+    """A non-empty list of messages: each a dict with ``content`` (a LangChain message's stored JSON, or a
+    ``{"role", "content"}`` dict)?"""
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "content" in m for m in value)
+
+
+def conversation_line(index: int, message: Any) -> str:
+    """One message on one line: index, role, then its text, its tool calls or its tool result."""
+    import json as _json
+
+    row = message_row(message)
+    role = row["role"] or "?"
+    text = " ".join(row["text"].split())
+    parts = []
+    if row["role"] == "tool" or row["tool_call_id"]:
+        tool = " ".join(x for x in (row["name"], f"[{row['status']}]" if row["status"] else None) if x)
+        parts.append(f"{tool}:" if tool else "")
+    if text:
+        parts.append(text)
+    if row["tool_calls"]:
+        calls = _json.loads(row["tool_calls"])
+        parts.append(
+            " ".join(
+                f"-> {c.get('name')}({_json.dumps(c.get('args'), ensure_ascii=False)})" if isinstance(c, dict) else "->"
+                for c in calls
+            )
+        )
+    return f"{index:>4} {role:<9} {' '.join(p for p in parts if p)}"
+
+
+def print_conversation(console: Console, messages: list[Any], first: int = 0, prefix: str = "") -> None:
+    """Each message on one line cut to the console's width (``...`` where cut)."""
+    width = max(20, console.width)
+    for i, message in enumerate(messages, start=first):
+        line = prefix + conversation_line(i, message)
+        console.print(line if len(line) <= width else line[: width - 3] + "...", markup=False, highlight=False)
 
 
 def structured_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -244,9 +310,13 @@ def diff_cmd(
     url: UrlOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
+    raw: RawOpt = False,
     debug: DebugOpt = False,
 ) -> None:
-    """What changed between two checkpoints of a thread: added, changed, removed (nested)."""
+    """What changed between two checkpoints of a thread: added, changed, removed (nested).
+
+    Of a LangGraph thread: the graph's channels, without LangGraph's bookkeeping (``--raw``: the stored
+    states); new messages one a line."""
     with guarded(debug):
         archive = open_from(settings(url, config))
         new = load_in_thread(archive, thread, to_id)
@@ -257,7 +327,8 @@ def diff_cmd(
                 old_state = load_in_thread(archive, thread, old_id).state
         else:
             old_id, old_state = from_id, load_in_thread(archive, thread, from_id).state
-        changes = structured_diff(old_state, new.state)
+        new_state = new.state if raw else view(new.state)
+        changes = structured_diff(old_state if raw else view(old_state), new_state)
         body = {"thread_id": thread, "from": old_id, "to": new.checkpoint_id, **changes}
         if json:
             return emit_json(body)
@@ -266,6 +337,12 @@ def diff_cmd(
         for c in changes["added"]:
             console.print(f"[green]+ {'.'.join(c['path'])}[/] = {_brief(c['new'])}")
         for c in changes["changed"]:
+            if "appended" in c and is_messages(c["appended"]):
+                n = len(c["appended"])
+                console.print(f"[yellow]~ {'.'.join(c['path'])}[/] += {n} message{'s' if n > 1 else ''}")
+                before = pick_list(old_state if raw else view(old_state), c["path"])
+                print_conversation(console, c["appended"], first=before, prefix="  ")
+                continue
             if "appended" in c:
                 detail = f"+= {_brief(c['appended'])}"
             elif "inserted" in c:
@@ -277,6 +354,14 @@ def diff_cmd(
             console.print(f"[red]- {'.'.join(c['path'])}[/] (was {_brief(c['old'])})")
         if not any(changes.values()):
             console.print("no changes")
+
+
+def pick_list(state: dict[str, Any], path: list[str]) -> int:
+    """The length of the list at ``path`` in ``state`` (0 when there is none)."""
+    node: Any = state
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) else None
+    return len(node) if isinstance(node, list) else 0
 
 
 def _brief(value: Any, limit: int = 80) -> str:

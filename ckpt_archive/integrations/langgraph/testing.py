@@ -12,7 +12,7 @@ import operator
 from collections.abc import Sequence
 from typing import Annotated, Any, TypedDict
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -147,3 +147,73 @@ def summary(values: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+# -- the issue-21 graph: a tool-using agent on FakeMessagesListChatModel ---------------------------------
+ANSWER_PAD = 1000
+"""Characters of padding in each final answer (the issue's ~1 KB answer)."""
+
+
+@tool
+def lookup(query: str) -> str:
+    """Look a query up (fails on queries containing ``fail``, as a flaky tool does)."""
+    if "fail" in query:
+        raise ValueError(f"lookup failed for {query}")
+    return f"result for {query}"
+
+
+class ToolChatState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def tool_agent_responses(turns: int, *, fail_every: int = 0) -> list[BaseMessage]:
+    """The fake model's replies, two a turn: a ``lookup`` tool call, then a ~1 KB answer. With
+    ``fail_every=k``, every k-th turn's query makes the tool fail (its ToolMessage has ``status="error"``)."""
+    out: list[BaseMessage] = []
+    for t in range(turns):
+        query = f"fail-{t}" if fail_every and t % fail_every == fail_every - 1 else f"q-{t}"
+        call = {"name": "lookup", "args": {"query": query}, "id": f"call-{t}", "type": "tool_call"}
+        out.append(AIMessage("", tool_calls=[call], id=f"ai-call-{t}"))
+        out.append(AIMessage(f"answer-{t} " + "x" * ANSWER_PAD, id=f"ai-final-{t}"))
+    return out
+
+
+def tool_agent(checkpointer: Any, turns: int, *, fail_every: int = 0) -> Any:
+    """The issue's real graph: an agent node on ``FakeMessagesListChatModel`` (a tool call, then a ~1 KB
+    answer), a prebuilt ``ToolNode`` (a tool that raises becomes a ToolMessage with ``status="error"``),
+    routed by ``tools_condition``; 4 messages a turn."""
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    model = FakeMessagesListChatModel(responses=tool_agent_responses(turns, fail_every=fail_every))
+
+    def agent(state: ToolChatState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    g: Any = StateGraph(ToolChatState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([lookup], handle_tool_errors=True))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=checkpointer)
+
+
+def chat(graph: Any, thread_id: str, turns: int, *, durability: str = "sync") -> None:
+    """``turns`` questions (``question-<t>``, ids ``human-<t>``) to ``graph`` in thread ``thread_id``."""
+    config = {"configurable": {"thread_id": thread_id}}
+    for t in range(turns):
+        graph.invoke({"messages": [HumanMessage(f"question-{t}", id=f"human-{t}")]}, config, durability=durability)
+
+
+def write_tool_agent_archive(
+    url: str, threads: Sequence[str] = ("chat-1", "chat-2"), turns: int = 6, *, fail_every: int = 3, **kw: Any
+) -> None:
+    """An archive at ``url`` holding ``threads``, each ``turns`` turns of ``tool_agent`` saved by
+    ``ArchiveSaver`` (``kw`` to ``ArchiveSaver.from_url``), compacted so that Parquet readers see every step."""
+    from .saver import ArchiveSaver
+
+    saver = ArchiveSaver.from_url(url, **kw)
+    for thread in threads:
+        chat(tool_agent(saver, turns, fail_every=fail_every), thread, turns)
+        saver.archive.compact(thread)

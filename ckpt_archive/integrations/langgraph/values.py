@@ -194,3 +194,68 @@ def is_delta_snapshot(value: Any) -> bool:
 
 def delta_snapshot(value: Any) -> Any:
     return _DeltaSnapshot(value)
+
+
+# -- reading stored states as a user does (the offline reader: analysis, CLI) ----------------------------
+BOOKKEEPING_KEYS = frozenset(("checkpoint", "checkpoint_typed", "metadata_typed", "writes", "folded"))
+"""Members of a stored LangGraph state (spec.md section 11) that are LangGraph's or the saver's
+bookkeeping (channel versions, versions seen, ids, carried pending writes, folded history), not values."""
+
+
+def is_bookkeeping(channel: str) -> bool:
+    """Is ``channel`` one of LangGraph's own channels (``__start__``, ``__pregel_*``, ``branch:to:<node>``,
+    ``start:<node>``...) rather than a field of the graph's state? ``__root__`` (a graph whose state is one
+    value) is the user's."""
+    if channel == "__root__":
+        return False
+    return channel.startswith(("branch:", "start:", "__pregel_")) or (
+        channel.startswith("__") and channel.endswith("__")
+    )
+
+
+def is_state(state: Any) -> bool:
+    """Is ``state`` (a stored archive state) one the LangGraph saver wrote (spec.md section 11)?"""
+    return (
+        type(state) is dict
+        and type(state.get("channels")) is dict
+        and ("checkpoint" in state or "checkpoint_typed" in state)
+    )
+
+
+def readable_cell(cell: Any, depth: int = 0) -> Any:
+    """A stored cell as plain JSON a person reads, constructing nothing: a message stays its JSON object
+    (``type``, ``content``, ``tool_calls``...), tags are unwrapped (``json``: the value; ``items``: a list;
+    ``dict``: a dict; ``snapshot``: its value), and a serde pair is ``{"$serde": type, "bytes": n}`` (the
+    archive cannot see inside it). Malformed cells are ``CheckpointError``, as for ``decode``."""
+    if type(cell) is list:
+        if len(cell) == 2 and type(cell[0]) is str and type(cell[1]) is str:
+            return {"$serde": cell[0], "bytes": len(cell[1]) * 3 // 4}
+        raise CheckpointError(f"stored LangGraph value is malformed: {str(cell)[:100]}; delete the checkpoint")
+    if type(cell) is not dict:
+        return cell
+    if depth > MAX_NESTING:
+        raise CheckpointError(f"stored LangGraph value nests more than {MAX_NESTING} containers; delete the checkpoint")
+    tag = tag_of(cell, "")
+    if tag is None:
+        return cell  # a message: its stored JSON is what a person reads
+    inner = cell[tag]
+    if tag == JSON:
+        return inner
+    if tag == ITEMS and type(inner) is list:
+        return [readable_cell(c, depth + 1) for c in inner]
+    if tag == DICT and type(inner) is dict:
+        return {k: readable_cell(c, depth + 1) for k, c in inner.items()}
+    if tag == SNAPSHOT:
+        return readable_cell(inner, depth + 1)
+    raise CheckpointError(f"stored LangGraph value is malformed: {str(cell)[:100]}; delete the checkpoint")
+
+
+def readable(state: dict[str, Any]) -> dict[str, Any]:
+    """The graph's state as its user reads it: ``{channel: readable value}`` for the channels that hold
+    a value and are not LangGraph's bookkeeping (``is_bookkeeping``), with none of the state's
+    bookkeeping members (``BOOKKEEPING_KEYS``). Pure: no serde, no message class is constructed, so it
+    reads an archive whoever wrote it. A ``DeltaChannel`` between its snapshots holds no value here."""
+    channels = state.get("channels")
+    if type(channels) is not dict:
+        return {}
+    return {name: readable_cell(cell) for name, cell in sorted(channels.items()) if not is_bookkeeping(name)}
