@@ -30,7 +30,8 @@ from ckpt_archive.integrations.langgraph.testing import chat, tool_agent
 from ckpt_archive.integrations.langgraph.values import is_bookkeeping
 
 ROOT = Path(__file__).resolve().parent.parent
-TURNS = 30
+TURNS = int(os.environ.get("CONVERSATION_TURNS", "30"))
+"""Turns of the module's run: 30 in ``make test`` (seconds); ``CONVERSATION_TURNS=200`` for the issue's size."""
 ROLES = ["user", "assistant", "tool", "assistant"]
 BOOKKEEPING = ("branch:", "__start__", "__pregel", "versions_seen", "channel_versions", "updated_channels")
 

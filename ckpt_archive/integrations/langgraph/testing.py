@@ -204,16 +204,3 @@ def chat(graph: Any, thread_id: str, turns: int, *, durability: str = "sync") ->
     config = {"configurable": {"thread_id": thread_id}}
     for t in range(turns):
         graph.invoke({"messages": [HumanMessage(f"question-{t}", id=f"human-{t}")]}, config, durability=durability)
-
-
-def write_tool_agent_archive(
-    url: str, threads: Sequence[str] = ("chat-1", "chat-2"), turns: int = 6, *, fail_every: int = 3, **kw: Any
-) -> None:
-    """An archive at ``url`` holding ``threads``, each ``turns`` turns of ``tool_agent`` saved by
-    ``ArchiveSaver`` (``kw`` to ``ArchiveSaver.from_url``), compacted so that Parquet readers see every step."""
-    from .saver import ArchiveSaver
-
-    saver = ArchiveSaver.from_url(url, **kw)
-    for thread in threads:
-        chat(tool_agent(saver, turns, fail_every=fail_every), thread, turns)
-        saver.archive.compact(thread)
