@@ -162,7 +162,7 @@ def test_cli_diff_of_a_langgraph_step_shows_the_new_messages_and_no_bookkeeping(
     lines = text.splitlines()
     assert all(len(line) <= 80 for line in lines[1:])  # the first names both ids, whole
     assert lines[1] == "~ messages += 4 messages"
-    assert [line.split()[:2] for line in lines[2:]] == [[str(116 + i), r] for i, r in enumerate(ROLES)]
+    assert [line.split()[:2] for line in lines[2:]] == [[str(4 * TURNS - 4 + i), r] for i, r in enumerate(ROLES)]
     assert not any(b in text for b in BOOKKEEPING)
     for older, newer in zip(infos[-12:], infos[-11:], strict=False):  # step by step: only the graph's channels
         pair = ("--from", older.checkpoint_id, "--to", newer.checkpoint_id)
