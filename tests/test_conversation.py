@@ -22,12 +22,18 @@ import pytest
 pytest.importorskip("langgraph")
 
 import duckdb
+import orjson
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive.analysis import changes_frame, message_row, messages_frame, view
-from ckpt_archive.integrations.langgraph import ArchiveSaver
+from ckpt_archive.integrations.langgraph import ArchiveSaver, strict_serde
+from ckpt_archive.integrations.langgraph.encoding import SerdeCodec
 from ckpt_archive.integrations.langgraph.testing import chat, tool_agent
-from ckpt_archive.integrations.langgraph.values import is_bookkeeping
+from ckpt_archive.integrations.langgraph.values import is_bookkeeping, readable_cell
+from tests.test_langgraph_values import messages as generated_messages
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = int(os.environ.get("CONVERSATION_TURNS", "30"))
@@ -196,3 +202,41 @@ def test_duckdb_alone_reads_every_message_of_a_langgraph_run_in_order(lg: tuple[
     text = "\n".join(str(r[1]) + json.dumps(r[2], separators=(",", ":")) for r in rows)
     assert sum(m in text for m in markers) == len(markers) == 4 * TURNS
     assert [r[5] for r in rows if r[0] == "tool"].count("error") == TURNS // 3
+
+
+READ_PARQUET = "read_parquet('<root>/thread_id=*/deltas/*.parquet', hive_partitioning = false)"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(generated_messages, min_size=1, max_size=6))
+def test_any_stored_message_reads_as_langchain_shows_it(msgs: list[Any]) -> None:
+    """``message_row`` and the guide's DuckDB query read a stored message cell (``SerdeCodec``, as the
+    saver stores it) as LangChain shows the message: type, ``message.text``, tool calls, tool results."""
+    cells = orjson.loads(orjson.dumps(SerdeCodec(strict_serde(), {}).encode_channel(msgs, None)))
+    readable = readable_cell(cells)
+    assert len(readable) == len(msgs)
+    expected = []
+    for m, cell in zip(msgs, readable, strict=True):
+        assert isinstance(cell, dict) and cell["type"] == m.type  # every generated message is stored as JSON
+        row = message_row(cell)
+        calls = [{k: c[k] for k in ("name", "args", "id")} for c in getattr(m, "tool_calls", [])] or None
+        status = m.status if m.type == "tool" else None
+        assert (row["type"], row["text"], _calls(row["tool_calls"]), row["tool_call_id"], row["status"]) == (
+            m.type, m.text, calls, getattr(m, "tool_call_id", None), status)  # fmt: skip
+        expected.append((m.type, m.text, calls, getattr(m, "tool_call_id", None), status))
+    table = pa.table(
+        {
+            "thread_id": ["chat"],
+            "checkpoint_id": ["c"],
+            "step": [1],
+            "op_index": [0],
+            "op": ["set"],
+            "path": ['["channels","messages"]'],
+            "value": [orjson.dumps(cells).decode()],
+        }
+    )
+    con = duckdb.connect()
+    con.register("history_rows", table)
+    rows = con.sql(documented_query("").replace(READ_PARQUET.replace("<root>", ""), "history_rows")).fetchall()
+    got = [(t, text, _calls(c), tcid, status) for _, t, text, c, tcid, _, status in rows]
+    assert got == expected

@@ -54,10 +54,9 @@ MESSAGE_SCHEMA = pa.schema(
     ]
 )
 """Columns of ``messages_table``: ``type`` is LangChain's (null for a plain dict message), ``role``
-user/assistant/tool/system/...; ``text`` the content's text (a list of content blocks: their ``text``
-parts, one a line); ``tool_calls`` the JSON list of an AI message's calls (``name``, ``args``, ``id``);
-``tool_call_id``, ``name`` (the tool's) and ``status`` (``success`` unless stored ``error``) those of a
-tool result."""
+user/assistant/tool/system/...; ``text`` the content's text (``text_of``: LangChain's ``message.text``);
+``tool_calls`` the JSON list of an AI message's calls (``name``, ``args``, ``id``); ``tool_call_id``,
+``name`` (the tool's) and ``status`` (``success`` unless stored ``error``) those of a tool result."""
 
 
 def view(state: dict[str, Any]) -> dict[str, Any]:
@@ -73,19 +72,20 @@ def view(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def text_of(content: Any) -> str:
-    """The text of a message's content: itself for a string; for content blocks, their text parts."""
+    """The text of a message's content, as LangChain's ``message.text`` gives it: a string itself; of
+    content blocks, the strings and the ``text`` of ``{"type": "text"}`` blocks, joined (images,
+    reasoning and tool blocks are not text)."""
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-        return "\n".join(parts)
+        return "".join(
+            block if isinstance(block, str) else block["text"]
+            for block in content
+            if isinstance(block, str)
+            or (isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str))
+        )
     return codec.dumps(content).decode()
 
 
