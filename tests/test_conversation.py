@@ -143,8 +143,12 @@ def test_cli_show_prints_a_langgraph_thread_as_a_conversation(lg: tuple[str, lis
     text = cli("show", "chat", "--url", url)
     lines = text.splitlines()
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
-    assert lines[1] == f"messages ({len(api)}):"
-    body = lines[2:]
+    latest = ArchiveSaver.from_url(url).get_tuple({"configurable": {"thread_id": "chat"}})
+    assert latest is not None
+    lg_id = latest.config["configurable"]["checkpoint_id"]
+    assert lines[1].split()[:3] == ["langgraph", "checkpoint", lg_id]  # the id LangGraph's API gives
+    assert lines[2] == f"messages ({len(api)}):"
+    body = lines[3:]
     assert len(body) == len(api)
     assert body[0].split() == ["0", "user", "question-0"]
     assert body[1].split() == ["1", "assistant", "->", 'lookup({"query":', '"q-0"})']
@@ -155,7 +159,7 @@ def test_cli_show_prints_a_langgraph_thread_as_a_conversation(lg: tuple[str, lis
     shown = json.loads(cli("show", "chat", "--url", url, "--json"))
     assert set(shown["state"]) == {"messages"} and shown["state"]["messages"][2]["tool_call_id"] == "call-0"
     one = cli("show", "chat", "--url", url, "--key", "messages")
-    assert one.splitlines()[1:4] == body[:3]
+    assert one.splitlines()[2:5] == body[:3]
     raw = json.loads(cli("show", "chat", "--url", url, "--json", "--raw"))
     assert "checkpoint" in raw["state"] and "items" in raw["state"]["channels"]["messages"]
 

@@ -205,7 +205,7 @@ def show(
     """Show a checkpoint's state (the latest by default), or one key of it; its messages as a conversation.
 
     A LangGraph state shows the graph's channels as plain JSON, without LangGraph's bookkeeping
-    (``--raw``: as stored)."""
+    (``--raw``: as stored). Messages are one a line, cut to the width (``--json``: whole)."""
     with guarded(debug):
         ckpt = load_in_thread(open_from(settings(url, config)), thread, checkpoint)
         state = ckpt.state if raw else view(ckpt.state)
@@ -218,6 +218,8 @@ def show(
             return emit_json(body)
         console = out()
         console.print(f"thread {ckpt.thread_id}  checkpoint {ckpt.checkpoint_id}  step {ckpt.step}", markup=False)
+        if (lg := langgraph_line(ckpt)) is not None:
+            console.print(lg, markup=False)
         if key is not None:
             if not raw and is_messages(body["value"]):
                 return print_conversation(console, body["value"])
@@ -233,6 +235,16 @@ def show(
         if messages:
             console.print(f"messages ({len(messages)}):", markup=False)
             print_conversation(console, messages)
+
+
+def langgraph_line(ckpt: Checkpoint) -> str | None:
+    """For a checkpoint the LangGraph saver wrote: its LangGraph id, step and source (the names a
+    LangGraph user knows it by, ``get_state(config).config``), from the record's metadata."""
+    marker = ckpt.metadata.get("ckpt_archive.langgraph")  # spec.md section 11
+    if not isinstance(marker, dict) or not isinstance(marker.get("id"), str):
+        return None
+    step, source = ckpt.metadata.get("step"), ckpt.metadata.get("source")
+    return f"langgraph checkpoint {marker['id']}  step {step}  source {source}"
 
 
 def is_messages(value: Any) -> bool:
