@@ -26,9 +26,11 @@ import orjson
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 import ckpt_archive as ca
 from ckpt_archive.analysis import changes_frame, message_row, messages_frame, view
+from ckpt_archive.cli import app
 from ckpt_archive.integrations.langgraph import ArchiveSaver, strict_serde
 from ckpt_archive.integrations.langgraph.encoding import SerdeCodec
 from ckpt_archive.integrations.langgraph.testing import chat, tool_agent
@@ -40,6 +42,13 @@ TURNS = int(os.environ.get("CONVERSATION_TURNS", "30"))
 """Turns of the module's run: 30 in ``make test`` (seconds); ``CONVERSATION_TURNS=200`` for the issue's size."""
 ROLES = ["user", "assistant", "tool", "assistant"]
 BOOKKEEPING = ("branch:", "__start__", "__pregel", "versions_seen", "channel_versions", "updated_channels")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("CKPT_ARCHIVE_"):
+            monkeypatch.delenv(name)
 
 
 def run_graph(url: str, turns: int, thread: str = "chat") -> list[Any]:
@@ -138,6 +147,13 @@ def cli(*args: str) -> str:
     return done.stdout
 
 
+def cli_json(*args: str) -> str:
+    """The typer app in this process (CliRunner), for the many JSON calls: as fast as a function call."""
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "80"})
+    assert result.exit_code == 0, (result.output, result.stderr)
+    return result.stdout
+
+
 def test_cli_show_prints_a_langgraph_thread_as_a_conversation(lg: tuple[str, list[Any]]) -> None:
     url, api = lg
     text = cli("show", "chat", "--url", url)
@@ -156,11 +172,11 @@ def test_cli_show_prints_a_langgraph_thread_as_a_conversation(lg: tuple[str, lis
     assert body[3].startswith("   3 assistant answer-0 xxx") and body[3].endswith("...")
     assert re.match(r"\s+10 tool\s+lookup \[error\]: Error: ValueError\('lookup failed for fail-2", body[10])
     assert not any(b in text for b in (*BOOKKEEPING, "msgpack", '"items"', '"json"'))
-    shown = json.loads(cli("show", "chat", "--url", url, "--json"))
+    shown = json.loads(cli_json("show", "chat", "--url", url, "--json"))
     assert set(shown["state"]) == {"messages"} and shown["state"]["messages"][2]["tool_call_id"] == "call-0"
     one = cli("show", "chat", "--url", url, "--key", "messages")
     assert one.splitlines()[2:5] == body[:3]
-    raw = json.loads(cli("show", "chat", "--url", url, "--json", "--raw"))
+    raw = json.loads(cli_json("show", "chat", "--url", url, "--json", "--raw"))
     assert "checkpoint" in raw["state"] and "items" in raw["state"]["channels"]["messages"]
 
 
@@ -176,10 +192,10 @@ def test_cli_diff_of_a_langgraph_step_shows_the_new_messages_and_no_bookkeeping(
     assert not any(b in text for b in BOOKKEEPING)
     for older, newer in zip(infos[-12:], infos[-11:], strict=False):  # step by step: only the graph's channels
         pair = ("--from", older.checkpoint_id, "--to", newer.checkpoint_id)
-        d = json.loads(cli("diff", "chat", *pair, "--url", url, "--json"))
+        d = json.loads(cli_json("diff", "chat", *pair, "--url", url, "--json"))
         paths = [c["path"] for kind in ("added", "changed", "removed") for c in d[kind]]
         assert all(p[0] == "messages" for p in paths), paths
-    raw = json.loads(cli("diff", "chat", "--url", url, "--json", "--raw"))
+    raw = json.loads(cli_json("diff", "chat", "--url", url, "--json", "--raw"))
     assert any(c["path"][0] == "checkpoint" for c in raw["changed"])
 
 
