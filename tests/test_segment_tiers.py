@@ -154,3 +154,24 @@ def test_encrypted_rows_merge_sealed_and_still_open(tmp_path: Any) -> None:
     rows = [r for f in fsspec.filesystem("file").glob(delta_glob(url)) for r in pq.read_table(f).to_pylist()]
     assert rows and all(r["value"].startswith('"enc1:') for r in rows if r["op"] != "del")
     assert not any("mk t" in (r["value"] or "") for r in rows)
+
+
+def test_a_compact_repoints_a_bounded_number_of_records(tmp_path: Any, monkeypatch: Any) -> None:
+    """One ``compact`` re-points at most ``history.MERGE_RECORDS`` records (its update actions stay within
+    a commit entry's bounds): the merges past it wait for the next ``compact``, which makes them; every
+    checkpoint loads in between."""
+    from ckpt_archive.ops import history
+
+    monkeypatch.setattr(history, "MERGE_RECORDS", 20)
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=2)
+    saved = _grow(archive, "t", 40)  # 19 segments of 2 or 3 records each, and the inline rows
+    assert archive.compact("t")
+    first = _live(archive, "t")
+    assert sorted(level for _, level, _, _ in first).count(1) == 1  # 8 segments (<= 20 records): one merge
+    fresh = ca.open_archive(url)
+    for ckpt in saved[::5]:
+        assert fresh.load_by_id(ckpt.checkpoint_id).state == ckpt.state  # type: ignore[union-attr]
+    assert archive.compact("t")
+    assert sorted(level for _, level, _, _ in _live(archive, "t")).count(1) == 2
+    assert ca.open_archive(url).verify().ok

@@ -199,6 +199,10 @@ def tiers(m: Manifest) -> list[Tier]:
 SEGMENT_FANOUT = parts.FANOUT
 """How many consecutive segments of one tier a merge takes (``merge_plan``): as many as manifest parts."""
 
+MERGE_RECORDS = 20_000
+"""The most records one ``compact`` re-points (its ``update`` actions, ~10 values each, stay well within a
+commit entry's values bound, ``limits.VALUES``); merges past it wait for the next ``compact``."""
+
 INLINE = ""
 """The unit of ``merge_plan`` standing for the thread's inline rows (the compaction's new segment)."""
 

@@ -35,6 +35,7 @@ from ..format import crypto, layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, now_iso, ref_keys
 from ..model import Checkpoint, check_identifier, is_resave
+from . import history as hist
 from .history import (
     EMPTY,
     INLINE,
@@ -343,7 +344,8 @@ async def merges(engine: Engine, m: Manifest) -> tuple[list[A.Action], list[tupl
     inline rows into one segment, and tiered merges of the thread's segments (``merge_plan``,
     spec.md section 6) in the same commit, the records whose rows moved re-pointed by ``update``s and
     the merged-away segments tombstoned for gc. A merge whose segments cannot be read as a load checks
-    them (gone, corrupt), or whose segment would pass a reader's bounds, is not made: the rest is.
+    them (gone, corrupt), whose segment would pass a reader's bounds, or past ``MERGE_RECORDS`` records
+    re-pointed by this commit (``history.MERGE_RECORDS``), is not made: the rest is.
     None when there is nothing to do."""
     inline = (INLINE, 0, inline_bytes(m), len(m.inline)) if m.inline else None
     plan = merge_plan(m, inline)
@@ -352,9 +354,14 @@ async def merges(engine: Engine, m: Manifest) -> tuple[list[A.Action], list[tupl
     actions: list[A.Action] = []
     objects: list[tuple[str, bytes]] = []
     gone: dict[str, int] = {}
-    sizes = {key: weight for key, _, weight, _ in tiers(m)}
-    compacted = False
+    order = tiers(m)
+    sizes = {key: weight for key, _, weight, _ in order}
+    counts = {key: n for key, _, _, n in order}
+    compacted, repointed = False, 0
     for keys, level in plan:
+        records = sum(counts.get(key, 0) for key in keys)
+        if repointed + records > hist.MERGE_RECORDS:
+            continue
         try:
             absorbed = await absorb(reader, m, [k for k in keys if k != INLINE])
         except IntegrityError:
@@ -362,7 +369,7 @@ async def merges(engine: Engine, m: Manifest) -> tuple[list[A.Action], list[tupl
         made = compact_action(m, None, absorbed, level, inline=INLINE in keys)
         if made is None:
             continue
-        compacted = compacted or INLINE in keys
+        compacted, repointed = compacted or INLINE in keys, repointed + records
         acts, written, _ = made
         actions += acts
         objects += written
