@@ -11,6 +11,8 @@ from typing import Any
 
 import duckdb
 import fsspec
+import hypothesis.strategies as st
+from hypothesis import given, settings
 
 import ckpt_archive as ca
 from ckpt_archive.analysis import delta_glob
@@ -175,3 +177,38 @@ def test_a_compact_repoints_a_bounded_number_of_records(tmp_path: Any, monkeypat
     assert archive.compact("t")
     assert sorted(level for _, level, _, _ in _live(archive, "t")).count(1) == 2
     assert ca.open_archive(url).verify().ok
+
+
+_small = st.tuples(st.integers(0, 3), st.integers(1, 400_000), st.integers(1, 70))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_small, max_size=120))
+def test_the_carry_merges_consecutive_runs_of_one_tier(segments: list[tuple[int, int, int]]) -> None:
+    """``history.carry`` (the merge plan, pure) over any sequence of segments (tier, stored size,
+    records): each segment goes into at most one merge; a merge takes consecutive segments, in order,
+    within half a delta segment's bound, and is one tier above the segments it took; and the plan is
+    complete: once applied, the carry finds nothing left to merge."""
+    from ckpt_archive import limits
+    from ckpt_archive.ops import history
+
+    order = [(f"k{i}", level, size, n) for i, (level, size, n) in enumerate(segments)]
+    plan = history.carry(order)
+    keys = [k for group, _ in plan for k in group]
+    assert len(keys) == len(set(keys))
+    position = {key: i for i, (key, _, _, _) in enumerate(order)}
+    by_key = {key: (level, size, n) for key, level, size, n in order}
+    for group, level in plan:
+        at = [position[k] for k in group]
+        assert at == list(range(at[0], at[0] + len(at)))  # consecutive, in order
+        assert sum(by_key[k][1] for k in group) <= limits.LIMITS["delta segment"] // 2
+        assert level > max(by_key[k][0] for k in group)
+    merged = {group[0]: (group, level) for group, level in plan}
+    after: list[tuple[str, int, int, int]] = []
+    for key, level, size, n in order:
+        if key in merged:
+            group, new = merged[key]
+            after.append((key, new, sum(by_key[k][1] for k in group), sum(by_key[k][2] for k in group)))
+        elif key not in keys:
+            after.append((key, level, size, n))
+    assert history.carry(after) == []

@@ -208,17 +208,20 @@ INLINE = ""
 
 
 def merge_plan(m: Manifest, inline: Tier | None = None) -> list[tuple[list[str], int]]:
-    """The segments maintenance's compaction (``save.compact``, never a save) merges, like manifest
-    parts (``parts.FANOUT``): taking the thread's delta segments in order (``tiers``, then ``inline``:
-    the compaction's own new segment, key ``INLINE``, tier 0), every ``SEGMENT_FANOUT`` consecutive ones of one
-    tier become one segment of the next tier, lowest tier first and again until no such run is left
-    (a carry, planned at once: each row is written once per call), so a thread keeps at most
-    ``SEGMENT_FANOUT - 1`` segments per tier. Returns each new segment as (the keys it absorbs, its tier);
-    a merge whose segments' stored sizes pass half a delta segment's bound (``limits.LIMITS``), or
-    whose row groups could pass the footer's, is not planned: those stay as they are."""
-    units: list[tuple[list[str], int, int, int]] = [([key], level, weight, n) for key, level, weight, n in tiers(m)]
-    if inline is not None:
-        units.append(([inline[0]], inline[1], inline[2], inline[3]))
+    """The segments maintenance's compaction (``save.compact``, never a save) merges: ``carry`` over the
+    thread's delta segments in order (``tiers``), then ``inline`` (the compaction's own new segment, key
+    ``INLINE``, tier 0)."""
+    return carry([*tiers(m), *([inline] if inline is not None else [])])
+
+
+def carry(order: Sequence[Tier]) -> list[tuple[list[str], int]]:
+    """Like manifest parts (``parts.FANOUT``): every ``SEGMENT_FANOUT`` consecutive segments of one tier
+    become one segment of the next tier, lowest tier first and again until no such run is left (a
+    carry, planned at once: each row is written once per call), so a thread keeps at most
+    ``SEGMENT_FANOUT - 1`` segments per tier. Returns each new segment as (the keys it absorbs, in
+    order, and its tier); a merge whose segments' stored sizes pass half a delta segment's bound
+    (``limits.LIMITS``), or whose row groups could pass the footer's, is not planned: those stay."""
+    units: list[tuple[list[str], int, int, int]] = [([key], level, weight, n) for key, level, weight, n in order]
     width = SEGMENT_FANOUT
     merged = True
     while merged:
