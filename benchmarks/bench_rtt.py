@@ -72,6 +72,7 @@ def run(name: str, steps: int, latency: float) -> dict[str, Any]:
             "rt_mean": float(np.mean(depths)),
             "rt_max": max(depths),
             "req_mean": float(np.mean(reqs)),
+            "req_max": max(reqs),  # the worst single save (issue 20: <= 4)
             "load": load_ms,
             "rt_load": trips.depth,
             "req_load": server.total(),

@@ -87,6 +87,11 @@ class Store:
     def gc(self) -> None:
         """Collect garbage left by prune, where the store has such a step (ours)."""
 
+    def maintain(self) -> None:
+        """A user's maintenance run, where the store has one (ours: ``compact`` every thread, which merges
+        its segments by tier, then gc); otherwise gc alone."""
+        self.gc()
+
     def nbytes(self) -> int:
         raise NotImplementedError
 
@@ -125,6 +130,11 @@ class Native(Store):
 
     def gc(self) -> None:
         self.archive.gc(grace=timedelta(0), unsafe_no_writers=True)  # type: ignore[attr-defined]
+
+    def maintain(self) -> None:
+        for thread in self.archive.threads():
+            self.archive.compact(thread)
+        self.gc()
 
     def nbytes(self) -> int:
         fs, root = fsspec.core.url_to_fs(self.url, **self.opts)
@@ -310,6 +320,11 @@ class Archive(LangGraphStore):
 
     def gc(self) -> None:
         self.saver.archive.gc(grace=timedelta(0), unsafe_no_writers=True)
+
+    def maintain(self) -> None:
+        for thread in self.saver.archive.threads():
+            self.saver.archive.compact(thread)
+        self.gc()
 
     def nbytes(self) -> int:
         fs, root = fsspec.core.url_to_fs(self.url, **self.opts)

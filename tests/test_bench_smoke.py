@@ -153,4 +153,5 @@ def test_bytes_benchmark_accounts_for_every_byte(tmp_path: Path) -> None:
     assert {"snapshots", "deltas", "_archive.json"} <= set(native["written"])
     after = sum(v["bytes"] for v in native["after_gc"].values())
     assert 0 < after <= sum(v["bytes"] for v in native["written"].values())
+    assert sum(v["bytes"] for v in native["after_maintenance"].values()) > 0  # compact (tier merges) + gc
     assert "| native |" in (tmp_path / "bytes.md").read_text()

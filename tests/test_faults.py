@@ -11,6 +11,7 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive.format import parts
+from ckpt_archive.ops import history
 from ckpt_archive.storage.wrappers import FAULT_MODES as MODES
 from ckpt_archive.storage.wrappers import Crash, FaultPlan, FaultStore
 
@@ -34,6 +35,16 @@ def compact(cp: ca.ArchiveCheckpointer, new: ca.Checkpoint | None) -> None:
     cp.compact("t")
 
 
+def compact_merging(cp: ca.ArchiveCheckpointer, new: ca.Checkpoint | None) -> None:
+    """``compact`` merging segments by tier (spec.md section 6), 2 at a time: 3 segments and the inline
+    rows become one, its records re-pointed and the old segments tombstoned, in one commit."""
+    fanout, history.SEGMENT_FANOUT = history.SEGMENT_FANOUT, 2
+    try:
+        cp.compact("t")
+    finally:
+        history.SEGMENT_FANOUT = fanout
+
+
 def fork_of(saved: list[ca.Checkpoint]) -> ca.Checkpoint:
     return ca.Checkpoint.new("t", {"forked": True}, step=3, parent_id=saved[2].checkpoint_id)
 
@@ -45,6 +56,7 @@ OPS: dict[str, tuple[int, Callable[[list[ca.Checkpoint]], ca.Checkpoint | None],
     # step 8: a full snapshot, and the inline deltas 5..7 are compacted into a Parquet segment
     "save-snapshot": (8, lambda _: ckpt(8), save),
     "compact": (7, lambda _: None, compact),
+    "compact-merge": (15, lambda _: None, compact_merging),
     "fork": (7, fork_of, save),
 }
 

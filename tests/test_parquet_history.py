@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings
 import ckpt_archive as ca
 from ckpt_archive.analysis import delta_glob
 from ckpt_archive.delta import apply_checkpoint
+from ckpt_archive.ops import history
 from ckpt_archive.retention import RetentionPolicy
 
 MAIN, ACCENT, ZEROS = "main", "héllo wörld", "007"
@@ -275,6 +276,23 @@ ACTIONS = st.lists(
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ACTIONS)
 def test_rows_of_every_record_apply_to_its_base_after_random_maintenance(actions: list[tuple[str, int]]) -> None:
+    _random_maintenance(actions)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ACTIONS)
+def test_rows_stay_once_when_compact_merges_segments_by_tier(actions: list[tuple[str, int]]) -> None:
+    """The same with merges of 2 segments (``history.SEGMENT_FANOUT``): every ``compact`` merges tiers
+    (spec.md section 6), between prunes, removes and edits; the files still hold every record's rows
+    once and nothing else."""
+    fanout, history.SEGMENT_FANOUT = history.SEGMENT_FANOUT, 2
+    try:
+        _random_maintenance(actions)
+    finally:
+        history.SEGMENT_FANOUT = fanout
+
+
+def _random_maintenance(actions: list[tuple[str, int]]) -> None:
     url = tempfile.mkdtemp(prefix="hist-") + "/a"
     archive = ca.open_archive(url, full_snapshot_interval=3)
     _grow(archive, "t", range(3))

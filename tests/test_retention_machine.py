@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive.format import pages, parts
+from ckpt_archive.ops import history
 from ckpt_archive.retention import PINNED_KEY
 
 _urls = itertools.count()
@@ -194,3 +195,26 @@ class SmallPartsMachine(RetentionMachine):
 
 TestSmallPartsMachine = SmallPartsMachine.TestCase
 TestSmallPartsMachine.settings = TestRetentionMachine.settings
+
+
+class SmallTiersMachine(RetentionMachine):
+    """The same with segment merges of 2 (``history.SEGMENT_FANOUT``), so ``compact`` merges tiers
+    often, between prunes, removes, edits, forks and gc: every kept checkpoint still loads after each
+    compaction and each gc (retention never deletes what a kept checkpoint needs)."""
+
+    def __init__(self) -> None:
+        self._fanout = history.SEGMENT_FANOUT
+        history.SEGMENT_FANOUT = 2
+        super().__init__()
+
+    def teardown(self) -> None:
+        history.SEGMENT_FANOUT = self._fanout
+
+    @rule(thread=st.sampled_from(THREADS))
+    def compact(self, thread: str) -> None:
+        self.archive.compact(thread)
+        self._check_all()
+
+
+TestSmallTiersMachine = SmallTiersMachine.TestCase
+TestSmallTiersMachine.settings = TestRetentionMachine.settings

@@ -95,7 +95,9 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     # -- compaction and retention ------------------------------------------------
     def compact(self, thread_id: str) -> bool:
-        """Close the open segment now (end of a run): inline deltas to Parquet, fold the manifest."""
+        """Close the open segment now (end of a run): inline deltas to Parquet, every 8 consecutive
+        segments of one tier merged into one of the next (spec.md section 6: a long thread's history in
+        a few objects; saves never merge), fold the manifest. True when it committed anything."""
         return run_sync(save.compact(self.engine, thread_id))
 
     async def acompact(self, thread_id: str) -> bool:

@@ -76,9 +76,11 @@ SAVE = CommitPolicy("save", None, backoff=False, fold=Fold.IF_COMPACTED)
 """A save retries at once (its planner raises ``CheckpointConflict`` when the head moved) and writes
 the hint beside the commit when due (``hint_due``), the fold after a compaction."""
 COMPACT = CommitPolicy(
-    "compact", 1, backoff=False, fold=Fold.IF_COMPACTED, gave_up="thread {thread!r} changed while compacting; try again"
+    "compact", 16, backoff=True, fold=Fold.IF_COMPACTED, gave_up="thread {thread!r} changed while compacting; try again"
 )
-"""``compact``: one attempt, published like a save's compaction."""
+"""``compact``: maintenance (it merges the thread's segments by tier, reading them first: spec.md section
+6), so a lost race re-plans and backs off like maintenance, and a writer saving in a tight loop cannot
+make it fail at once; published like a save's compaction."""
 MAINTENANCE = CommitPolicy(
     "maintenance",
     16,

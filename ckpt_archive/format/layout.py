@@ -218,8 +218,23 @@ def page_key(thread_id: str, digest: str) -> str:
     return f"{thread_dir(thread_id)}/{PAGES}/{digest}.json.zst"
 
 
-def segment_key(thread_id: str, first_step: int, token: str) -> str:
-    return f"{segments_dir(thread_dir(thread_id))}/{max(first_step, 0):012d}-{token}{SEGMENT_SUFFIX}"
+def segment_key(thread_id: str, first_step: int, token: str, level: int = 0) -> str:
+    """A delta segment of tier ``level`` (0: a compaction's; ``L + 1``: the merge of 8 of level ``L``,
+    spec.md section 6): the level is in the name (``.l<L>``), so a writer knows it from the key alone."""
+    tier = f".l{level}" if level > 0 else ""
+    return f"{segments_dir(thread_dir(thread_id))}/{max(first_step, 0):012d}-{token}{tier}{SEGMENT_SUFFIX}"
+
+
+_LEVEL = re.compile(r"\.l([1-9][0-9]?)" + re.escape(SEGMENT_SUFFIX) + "$")
+
+
+def segment_level(key: str) -> int | None:
+    """The tier of a delta segment's key (``segment_key``), None for a history segment (never merged).
+    A writer's policy only: readers never need it, and a key it does not recognise is level 0."""
+    if key.endswith(HISTORY_SUFFIX):
+        return None
+    found = _LEVEL.search(key)
+    return int(found.group(1)) if found else 0
 
 
 def part_key(thread_id: str, token: str) -> str:

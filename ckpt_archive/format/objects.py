@@ -163,10 +163,12 @@ def decode_snapshot_content(
 
 
 GROUP_CHECKPOINTS = 64
-GROUP_BYTES = 4 << 20
-"""A row group holds consecutive checkpoints, up to this many or about this many bytes of ops: values
-compressed together cost a fraction of values compressed alone (a ~1 KB chat message shares most
-of its words with its neighbours), and a reader fetches the whole segment object anyway."""
+GROUP_BYTES = limits.INLINE_TOTAL_BYTES
+"""A row group holds consecutive checkpoints, up to this many or about this many bytes of ops (paths and
+values as text): values compressed together cost a fraction of values compressed alone (a ~1 KB chat
+message shares most of its words with its neighbours), and a reader fetches the whole segment object
+anyway. No more than a compaction's inline deltas together, so a merged segment's row groups (tiers,
+spec.md section 6) stay within the row group bounds a reader checks (``limits.VALUES``)."""
 
 
 def encode_segment(

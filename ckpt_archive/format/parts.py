@@ -45,10 +45,11 @@ def seal_parts(m: Manifest, part_size: int | None = None) -> list[tuple[str, byt
     Mutates ``m`` (its ``parts``/``part_ids``/``sealed``/``dirty``); call right before folding it.
     """
     size = part_size or PART_SIZE
+    out: list[tuple[str, bytes]] = []
+    _refresh(m, out)
     if m.parts and len(m.dirty) > max(size, len(m.sealed) // 4):
         m.parts, m.part_ids, m.sealed, m.dirty = [], [], set(), set()
     tail = [rec for cid, rec in m.records.items() if cid not in m.sealed]
-    out: list[tuple[str, bytes]] = []
     while len(tail) >= size + size // 8 + 1:  # the newest records stay unsealed: they still change
         chunk, tail = tail[:size], tail[size:]
         if any(holds_inline(rec) for rec in chunk):
@@ -67,6 +68,29 @@ def seal_parts(m: Manifest, part_size: int | None = None) -> list[tuple[str, byt
         m.dirty -= set(ids)  # the merged part holds their current version
         out.append(_new_part(m, records, level + 1, raw))
     return out
+
+
+def _refresh(m: Manifest, out: list[tuple[str, bytes]]) -> None:
+    """Write again, in place and at its level, each part most of whose records changed since sealing
+    (a segment merge re-points a run of consecutive records, spec.md section 6): one part object
+    instead of carrying those records as overrides in every fold until the part merges."""
+    for index in range(len(m.part_ids)):
+        ids = m.part_ids[index]
+        changed = sum(1 for cid in ids if cid in m.dirty or cid not in m.records)
+        if changed * 2 <= len(ids):
+            continue
+        records = [m.records[cid] for cid in ids if cid in m.records]
+        if not records:
+            continue
+        raw = _part_doc(m, records)
+        if not limits.fits("manifest part", raw):
+            continue
+        level = _level(m.parts[index])
+        m.sealed -= {cid for cid in ids if cid not in m.records}
+        m.dirty -= set(ids)
+        out.append(_new_part(m, records, level, raw))
+        ref, new_ids = m.parts.pop(), m.part_ids.pop()  # appended: put in its place
+        m.parts[index], m.part_ids[index] = ref, new_ids
 
 
 def _level(ref: dict[str, Any]) -> int:

@@ -56,9 +56,9 @@ async def _segments_for(
     reader = engine.contents.reader(src.thread_id, cache=False, walk=True)
     changes: dict[str, dict[str, Any]] = {}
     objects: list[tuple[str, bytes]] = []
-    for recs in history.holders(src).values():
+    for key, recs in history.holders(src).items():
         items = [(rec, mapping[rec["id"]], await reader.history_ops(rec, src.inline)) for rec in recs]
-        made, written = history.reencode(dst, items)
+        made, written = history.reencode(dst, items, history.level_of(key))
         objects.append(written)
         changes.update((rec["id"], made[mapping[rec["id"]]]) for rec in recs)
     return changes, objects

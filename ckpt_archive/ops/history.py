@@ -24,10 +24,10 @@ from ..delta import Delta, diff_checkpoint
 from ..engine import Engine
 from ..engine.chains import ChainReader
 from ..format import actions as A
-from ..format import crypto, layout
+from ..format import crypto, layout, parts
 from ..format.content import Content
 from ..format.manifest import Manifest, Record, history_ref
-from ..format.objects import encode_segment
+from ..format.objects import GROUP_CHECKPOINTS, encode_segment
 
 EMPTY: Content = ({}, [])
 """The base of a record whose parent is not a record of its manifest (a chain root, a fork, a copy's
@@ -75,14 +75,18 @@ def fits_inline(ops: Delta, inline_bytes: int, inline_count: int) -> bool:
 
 
 def new_segment(
-    thread_id: str, entries: Sequence[Entry], *, history: bool = False
+    thread_id: str, entries: Sequence[Entry], *, history: bool = False, level: int = 0
 ) -> tuple[str, bytes, dict[str, tuple[int, int]]]:
     """The one way a segment is made: ``encode_segment`` of ``entries`` under a fresh key named by its
-    first step (a history segment's when ``history``): (key, bytes, {id: (row group, bytes)})."""
+    first step (a history segment's when ``history``, else a delta segment of tier ``level``, spec.md
+    section 6): (key, bytes, {id: (row group, bytes)})."""
     data, placed = encode_segment(thread_id, entries)
-    key = (layout.history_segment_key if history else layout.segment_key)(
-        thread_id, int(entries[0][1]), uuid.uuid4().hex[:16]
-    )
+    token = uuid.uuid4().hex[:16]
+    step = int(entries[0][1])
+    if history:
+        key = layout.history_segment_key(thread_id, step, token)
+    else:
+        key = layout.segment_key(thread_id, step, token, level)
     return key, data, placed
 
 
@@ -129,26 +133,134 @@ def _holder(rec: Record) -> str | None:
 
 
 def reencode(
-    thread_id: str, items: Sequence[tuple[Record, str, Delta]]
+    thread_id: str, items: Sequence[tuple[Record, str, Delta]], level: int = 0
 ) -> tuple[dict[str, dict[str, Any]], tuple[str, bytes]]:
     """The history rows of ``items`` (record, id it gets, its rows as stored), read from one segment,
-    written again as one segment of thread ``thread_id`` (the one segment writer): ({new id: record
-    changes}, (key, bytes)). A delta's change is its ``ref`` (keeping the blobs it lists) and ``bytes``,
-    a full record's its ``rows``. What a maintenance commit does to a segment that held stale rows,
-    and what ``copy_thread`` does to every segment (rows under the copy's thread and ids)."""
+    written again as one segment of thread ``thread_id`` (the one segment writer) of tier ``level``
+    (the tier of the segment it replaces): ({new id: record changes}, (key, bytes)). What a
+    maintenance commit does to a segment that held stale rows, and what ``copy_thread`` does to every
+    segment (rows under the copy's thread and ids)."""
     big = any(size(ops) > limits.INLINE_TOTAL_BYTES for _, _, ops in items)  # a history segment's one record
     entries = [(new_id, int(rec["step"]), ops) for rec, new_id, ops in items]
-    key, data, placed = new_segment(thread_id, entries, history=big)
-    changes: dict[str, dict[str, Any]] = {}
-    for rec, new_id, _ in items:
-        ref = segment_ref(key, data, placed[new_id][0])
-        if rec["kind"] == "full":
-            changes[new_id] = {"rows": ref}
-        else:
-            if rec["ref"].get("blobs"):  # the ops moved, the blobs they reference did not
-                ref["blobs"] = rec["ref"]["blobs"]
-            changes[new_id] = {"ref": ref, "bytes": placed[new_id][1]}
+    key, data, placed = new_segment(thread_id, entries, history=big, level=level)
+    changes = {
+        new_id: moved(rec, segment_ref(key, data, placed[new_id][0]), placed[new_id][1]) for rec, new_id, _ in items
+    }
     return changes, (key, data)
+
+
+def moved(rec: Record, ref: dict[str, Any], share: int) -> dict[str, Any]:
+    """The changes of a record whose history rows are now at segment ``ref`` (``share``: its part of the
+    row group's bytes): a full record's ``rows``; a delta's ``ref`` (keeping the blobs its ops list:
+    the ops moved, the blobs did not) and ``bytes``."""
+    if rec["kind"] == "full":
+        return {"rows": ref}
+    if rec["ref"].get("blobs"):
+        ref = {**ref, "blobs": rec["ref"]["blobs"]}
+    return {"ref": ref, "bytes": share}
+
+
+def updates(changes: dict[str, dict[str, Any]]) -> list[A.UpdateAction]:
+    """The ``update`` actions that re-point records as ``reencode``/``moved`` changed them."""
+    return [
+        A.rows(cid, change["rows"]) if "rows" in change else A.repoint(cid, change["ref"], change["bytes"])
+        for cid, change in changes.items()
+    ]
+
+
+def level_of(key: str) -> int:
+    """The tier a segment written again in place of ``key`` keeps (0 for a history segment)."""
+    return layout.segment_level(key) or 0
+
+
+Tier = tuple[str, int, int, int]
+"""One delta segment of a thread: (key, level, stored size, records holding rows in it)."""
+
+
+def tiers(m: Manifest) -> list[Tier]:
+    """The thread's delta segments (history segments are never merged), in the order of the first
+    record each holds rows of."""
+    out: dict[str, list[Any]] = {}
+    for rec in m.records.values():
+        key = _holder(rec)
+        if key is None:
+            continue
+        if key in out:
+            out[key][3] += 1
+            continue
+        level = layout.segment_level(key)
+        if level is not None:
+            held = history_ref(rec)
+            assert held is not None
+            out[key] = [key, level, int(held.get("size", 0)), 1]
+    return [(key, level, weight, count) for key, level, weight, count in out.values()]
+
+
+SEGMENT_FANOUT = parts.FANOUT
+"""How many consecutive segments of one tier a merge takes (``merge_plan``): as many as manifest parts."""
+
+MERGE_RECORDS = 20_000
+"""The most records one ``compact`` re-points (its ``update`` actions, ~10 values each, stay well within a
+commit entry's values bound, ``limits.VALUES``); merges past it wait for the next ``compact``."""
+
+INLINE = ""
+"""The unit of ``merge_plan`` standing for the thread's inline rows (the compaction's new segment)."""
+
+
+def merge_plan(m: Manifest, inline: Tier | None = None) -> list[tuple[list[str], int]]:
+    """The segments maintenance's compaction (``save.compact``, never a save) merges: ``carry`` over the
+    thread's delta segments in order (``tiers``), then ``inline`` (the compaction's own new segment, key
+    ``INLINE``, tier 0)."""
+    return carry([*tiers(m), *([inline] if inline is not None else [])])
+
+
+def carry(order: Sequence[Tier]) -> list[tuple[list[str], int]]:
+    """Like manifest parts (``parts.FANOUT``): every ``SEGMENT_FANOUT`` consecutive segments of one tier
+    become one segment of the next tier, lowest tier first and again until no such run is left (a
+    carry, planned at once: each row is written once per call), so a thread keeps at most
+    ``SEGMENT_FANOUT - 1`` segments per tier. Returns each new segment as (the keys it absorbs, in
+    order, and its tier); a merge whose segments' stored sizes pass half a delta segment's bound
+    (``limits.LIMITS``), or whose row groups could pass the footer's, is not planned: those stay."""
+    units: list[tuple[list[str], int, int, int]] = [([key], level, weight, n) for key, level, weight, n in order]
+    width = SEGMENT_FANOUT
+    merged = True
+    while merged:
+        merged = False
+        for level in sorted({u[1] for u in units}):
+            out: list[tuple[list[str], int, int, int]] = []
+            i = 0
+            while i < len(units):
+                run = units[i : i + width]
+                if (
+                    len(run) == width
+                    and all(u[1] == level for u in run)
+                    and sum(u[2] for u in run) <= limits.LIMITS["delta segment"] // 2
+                    and sum(u[3] for u in run) <= GROUP_CHECKPOINTS * limits.FOOTER_ITEMS // 2
+                ):
+                    out.append(
+                        ([k for u in run for k in u[0]], level + 1, sum(u[2] for u in run), sum(u[3] for u in run))
+                    )
+                    i += width
+                    merged = True
+                else:
+                    out.append(units[i])
+                    i += 1
+            units = out
+            if merged:
+                break
+    return [(keys, level) for keys, level, _, _ in units if len(keys) > 1]
+
+
+async def absorb(reader: ChainReader, m: Manifest, keys: Iterable[str]) -> list[tuple[Record, Delta]]:
+    """The records holding history rows in ``keys``, with their rows as stored (checked as a load
+    checks them), in record order; the segments fetched in one concurrent batch."""
+    wanted = set(keys)
+    await reader.fetch(sorted(wanted))
+    out: list[tuple[Record, Delta]] = []
+    for rec in m.records.values():
+        if _holder(rec) in wanted:
+            out.append((rec, await reader.history_ops(rec, m.inline)))
+    return out
 
 
 def holders(m: Manifest) -> dict[str, list[Record]]:
@@ -191,21 +303,18 @@ class Rewrite:
         rewrite = {key for cid in stale if cid in m.records for key in [_holder(m.records[cid])] if key is not None}
         # records whose rows must be written again: the replaced ones, and the kept rows of each
         # segment that held a stale row (a delta whose ref stays a segment, a full record's rows)
-        moved: dict[str, list[tuple[Record, Delta]]] = {}
+        rewritten: dict[str, list[tuple[Record, Delta]]] = {}
         for cid, rec in after.items():
             key = _holder(rec) if cid not in self.replaced else None
             if key is not None and key in rewrite:
-                moved.setdefault(key, []).append((rec, await self.reader.history_ops(rec, m.inline)))
+                rewritten.setdefault(key, []).append((rec, await self.reader.history_ops(rec, m.inline)))
         actions: list[A.UpdateAction] = []
         objects: list[tuple[str, bytes]] = []
-        for recs in moved.values():
-            changes, segment = reencode(thread_id, [(rec, rec["id"], ops) for rec, ops in recs])
+        for key, recs in rewritten.items():
+            changes, segment = reencode(thread_id, [(rec, rec["id"], ops) for rec, ops in recs], level_of(key))
             objects.append(segment)
+            actions += updates(changes)
             for cid, change in changes.items():
-                if "rows" in change:
-                    actions.append(A.rows(cid, change["rows"]))
-                else:
-                    actions.append(A.repoint(cid, change["ref"], change["bytes"]))
                 after[cid] = {**after[cid], **change}
         entries = [(cid, int(after[cid]["step"]), ops) for cid, ops in self.replaced.items() if cid in after]
         refs, written = place(thread_id, entries)

@@ -29,13 +29,27 @@ from .. import codec, limits
 from ..chain import snapshot_due
 from ..delta import diff_checkpoint
 from ..engine import COMPACT, SAVE, Engine, Plan
-from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId
+from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId, IntegrityError
 from ..format import actions as A
 from ..format import crypto, layout
 from ..format.content import Content, state_key
-from ..format.manifest import Manifest, Record, ref_keys
+from ..format.manifest import Manifest, Record, now_iso, ref_keys
 from ..model import Checkpoint, check_identifier, is_resave
-from .history import EMPTY, fits_inline, history_rows, new_segment, place, segment_ref
+from . import history as hist
+from .history import (
+    EMPTY,
+    INLINE,
+    absorb,
+    fits_inline,
+    history_rows,
+    merge_plan,
+    moved,
+    new_segment,
+    place,
+    segment_ref,
+    tiers,
+    updates,
+)
 from .history import size as rows_size
 
 
@@ -209,7 +223,7 @@ async def prepare(
         # the rows go into the segment this snapshot's compaction writes anyway, or stay inline in
         # this commit (until the next compaction), or, too big for either, to a segment of their own
         compact = compact_action(m, (ckpt.checkpoint_id, ckpt.step, history))
-        joined = compact[3] if compact is not None else None
+        joined = compact[2] if compact is not None else None
         inline_rows = None
         if joined is not None:
             record["rows"] = joined
@@ -223,9 +237,9 @@ async def prepare(
             objects.extend(written)
         actions.append(A.add(record, inline_rows))
         if compact is not None:
-            action, segment_key, segment, _ = compact
-            objects.append((segment_key, segment))
-            actions.append(action)
+            compacted, segment, _ = compact
+            objects.extend(segment)
+            actions.extend(compacted)
     else:
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
@@ -267,36 +281,117 @@ def parent_blobs(m: Manifest, parent_id: str | None) -> set[str]:
     return {key for rec in m.chain(parent_id) for key in ref_keys(rec) if layout.is_blob_key(key)}
 
 
+Compaction = tuple[list[A.Action], list[tuple[str, bytes]], dict[str, Any] | None]
+"""A compaction's actions (``compact``, and for a merge the ``update``s re-pointing the records whose
+rows it moved), the objects to write first, and the ``rows`` ref of the full record it joined."""
+
+
 def compact_action(
-    m: Manifest, new: tuple[str, int, list[dict[str, Any]]] | None = None
-) -> tuple[A.CompactAction, str, bytes, dict[str, Any] | None] | None:
+    m: Manifest,
+    new: tuple[str, int, list[dict[str, Any]]] | None = None,
+    absorbed: list[tuple[Record, list[dict[str, Any]]]] | None = None,
+    level: int = 0,
+    *,
+    inline: bool = True,
+) -> Compaction | None:
     """Move every inline delta of the thread (and the history rows full records keep inline) into one
-    Parquet segment (``encode_segment``); None when nothing is inline. ``new``: (id, step, history rows)
-    of the full record this commit adds, written into the same segment (as its last checkpoint) when
-    they fit the inline bounds beside the others: the last item is then their ``rows`` ref (else None)."""
-    if not m.inline:
+    Parquet segment (``history.new_segment``); None when nothing is inline. ``new``: (id, step, history
+    rows) of the full record this commit adds, written into the same segment (as its last checkpoint)
+    when they fit the inline bounds beside the others: the last item is then their ``rows`` ref (else
+    None). ``absorbed`` (maintenance only, ``compact``): records of segments merged into the same
+    segment, of tier ``level``, with their rows as stored; None when such a merge would pass the
+    bounds a reader checks on a delta segment. ``inline=False``: the merge alone (no ``compact``
+    action; the inline rows stay where they are)."""
+    source = m.inline if inline else {}
+    if not source and not absorbed:
         return None
-    entries = [(cid, m.records[cid]["step"], m.inline[cid]) for cid in m.records if cid in m.inline]
+    held = {rec["id"]: ops for rec, ops in absorbed or []}
+    entries: list[tuple[str, int, list[dict[str, Any]]]] = []
+    for cid, rec in m.records.items():  # in record order: commit order, as a row group holds them
+        ops = source.get(cid, held.get(cid))
+        if ops is not None:
+            entries.append((cid, int(rec["step"]), ops))
     joined = new is not None and bool(new[2]) and fits_inline(new[2], inline_bytes(m), 0)
     if joined:
         assert new is not None
         entries.append(new)
-    key, data, groups = new_segment(m.thread_id, entries)
-    row_groups = {cid: placed for cid, placed in groups.items() if not (joined and new is not None and cid == new[0])}
-    empty = [cid for cid, _, ops in entries if not ops]
-    action = A.compact(key, codec.sha256(data), len(data), row_groups, empty)
+    key, data, groups = new_segment(m.thread_id, entries, level=level)
+    if held and not fits_segment(data, groups):
+        return None
+    actions: list[A.Action] = []
+    if source:
+        row_groups = {cid: placed for cid, placed in groups.items() if cid in source}
+        empty = [cid for cid, _, ops in entries if not ops and cid in source]
+        actions.append(A.compact(key, codec.sha256(data), len(data), row_groups, empty))
+    changes = {
+        rec["id"]: moved(rec, segment_ref(key, data, groups[rec["id"]][0]), groups[rec["id"]][1])
+        for rec, ops in absorbed or []
+        if ops
+    }
+    actions += updates(changes)
     rows = segment_ref(key, data, groups[new[0]][0]) if joined and new is not None else None
-    return action, key, data, rows
+    return actions, [(key, data)], rows
+
+
+def fits_segment(data: bytes, groups: dict[str, tuple[int, int]]) -> bool:
+    """Is a merged segment within what a reader accepts of a delta segment (its stored size, and its
+    row groups within the footer's bound)?"""
+    return len(data) <= limits.LIMITS["delta segment"] and len({g for g, _ in groups.values()}) <= limits.FOOTER_ITEMS
+
+
+async def merges(engine: Engine, m: Manifest) -> tuple[list[A.Action], list[tuple[str, bytes]]] | None:
+    """Maintenance's compaction (``compact``; never a save's, so a save's requests stay bounded): the
+    inline rows into one segment, and tiered merges of the thread's segments (``merge_plan``,
+    spec.md section 6) in the same commit, the records whose rows moved re-pointed by ``update``s and
+    the merged-away segments tombstoned for gc. A merge whose segments cannot be read as a load checks
+    them (gone, corrupt), whose segment would pass a reader's bounds, or past ``MERGE_RECORDS`` records
+    re-pointed by this commit (``history.MERGE_RECORDS``), is not made: the rest is.
+    None when there is nothing to do."""
+    inline = (INLINE, 0, inline_bytes(m), len(m.inline)) if m.inline else None
+    plan = merge_plan(m, inline)
+    reader = engine.contents.reader(m.thread_id, walk=True)
+    await reader.fetch(sorted({key for keys, _ in plan for key in keys if key != INLINE}))
+    actions: list[A.Action] = []
+    objects: list[tuple[str, bytes]] = []
+    gone: dict[str, int] = {}
+    order = tiers(m)
+    sizes = {key: weight for key, _, weight, _ in order}
+    counts = {key: n for key, _, _, n in order}
+    compacted, repointed = False, 0
+    for keys, level in plan:
+        records = sum(counts.get(key, 0) for key in keys)
+        if repointed + records > hist.MERGE_RECORDS:
+            continue
+        try:
+            absorbed = await absorb(reader, m, [k for k in keys if k != INLINE])
+        except IntegrityError:
+            continue
+        made = compact_action(m, None, absorbed, level, inline=INLINE in keys)
+        if made is None:
+            continue
+        compacted, repointed = compacted or INLINE in keys, repointed + records
+        acts, written, _ = made
+        actions += acts
+        objects += written
+        gone.update((key, sizes[key]) for key in keys if key != INLINE)
+    if not compacted and m.inline:
+        made = compact_action(m)
+        assert made is not None
+        actions[:0], objects[:0] = made[0], made[1]
+    if gone:
+        actions.append(A.tombstone(gone, now_iso()))
+    return (actions, objects) if actions else None
 
 
 async def compact(engine: Engine, thread_id: str) -> bool:
-    """Close the open segment now (end of a run): inline deltas to Parquet, fold the manifest."""
+    """Close the open segment now (end of a run): inline deltas to Parquet, the thread's segments
+    merged by tier (``merges``), fold the manifest."""
 
     async def plan(m: Manifest, attempt: int) -> Plan[bool]:
-        compact = compact_action(m)
-        if compact is None:
+        made = await merges(engine, m)
+        if made is None:
             return Plan([], False)
-        action, key, data, _ = compact
-        return Plan([action], True, objects=[(key, data)])
+        actions, objects = made
+        return Plan(actions, True, objects=objects)
 
     return await engine.log.commit(thread_id, plan, COMPACT)
