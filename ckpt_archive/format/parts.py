@@ -81,7 +81,7 @@ def _part_doc(m: Manifest, records: list[Record]) -> bytes:
 def _new_part(m: Manifest, records: list[Record], level: int, raw: bytes | None = None) -> tuple[str, bytes]:
     raw = _part_doc(m, records) if raw is None else raw
     limits.check_written("manifest part", raw, f"manifest part of thread {m.thread_id!r}")
-    data = codec.compress(raw)
+    data = codec.compress(raw, "manifest part")
     key = layout.part_key(m.thread_id, uuid.uuid4().hex)
     ref = {"key": key, "sha256": codec.sha256(data), "size": len(data), "count": len(records), "level": level}
     m.parts.append(ref)
