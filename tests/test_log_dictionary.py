@@ -128,3 +128,17 @@ def test_any_sealed_document_round_trips_through_the_dictionary(body: dict[str, 
     data = codec.compress(raw, kind)
     assert codec.decompress(data, kind=kind) == raw
     assert unseal(data, "doc", kind=kind)["digest"] == codec.loads(raw)["digest"]
+
+
+def test_a_fold_carries_at_most_36_records_however_long_the_thread(tmp_path: Path) -> None:
+    """A fold re-carries the records no part holds; parts of 32 keep that to 36 (it was 72 with parts of 64,
+    and W1's folds took 365,785 bytes instead of 225,076), and the thread reads back whole."""
+    root = tmp_path / "a"
+    archive = _chat(root, 200)
+    folds = {p: d for p, d in _log(root).items() if p.endswith(layout.FOLDED_SUFFIX)}
+    assert len(folds) >= 19
+    carried = [len(unseal(d, "fold", kind="folded manifest")["records"]) for d in folds.values()]
+    assert max(carried) <= 36, carried
+    fresh = ca.open_archive(str(root))
+    assert [i.checkpoint_id for i in fresh.list("t")] == [i.checkpoint_id for i in archive.list("t")]
+    assert fresh.verify().ok

@@ -32,7 +32,7 @@ from . import layout
 from .manifest import Manifest, Record, holds_inline, seal, unseal
 from .schema import check_object_key
 
-PART_SIZE = 64
+PART_SIZE = 32
 """Records per level-0 sealed part."""
 FANOUT = 8
 """Consecutive parts of one level merged into one part of the next."""
