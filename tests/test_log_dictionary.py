@@ -51,7 +51,7 @@ def test_the_dictionary_is_the_specs_text() -> None:
     assert block is not None
     assert "".join(block.group(1).split("\n")).encode() == dictionary.TEXT
     assert hashlib.sha256(dictionary.TEXT).hexdigest() in section[: block.start()]
-    assert len(dictionary.TEXT) == 4665
+    assert len(dictionary.TEXT) == 5829
 
 
 def test_a_plain_save_entry_stores_only_what_is_its_own(tmp_path: Path) -> None:
@@ -142,3 +142,40 @@ def test_a_fold_carries_at_most_36_records_however_long_the_thread(tmp_path: Pat
     fresh = ca.open_archive(str(root))
     assert [i.checkpoint_id for i in fresh.list("t")] == [i.checkpoint_id for i in archive.list("t")]
     assert fresh.verify().ok
+
+
+def test_a_langgraph_plain_entry_stores_only_what_is_its_own(tmp_path: Path) -> None:
+    """A LangGraph checkpoint's entry (its channels, checkpoint fields and metadata, spec section 11) is in the
+    dictionary's vocabulary too: at most 66% of the document zstd'd alone (measured here: 61%, and 71% when the
+    dictionary held only native documents; on W1 through ``ArchiveSaver``: 669 bytes against 1,036), and a
+    fresh saver reads the graph back."""
+    pytest.importorskip("langgraph")
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from ckpt_archive.integrations.langgraph import ArchiveSaver
+
+    rng = random.Random(3)
+
+    def reply(state: MessagesState) -> dict[str, list[AIMessage]]:
+        return {"messages": [AIMessage(_message(rng, len(state["messages"]))["content"])]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    url = str(tmp_path / "lg")
+    graph = builder.compile(checkpointer=ArchiveSaver.from_url(url))
+    config = {"configurable": {"thread_id": "t"}}
+    for turn in range(20):
+        graph.invoke({"messages": [HumanMessage(f"turn {turn}")]}, config)
+    entries = [
+        d
+        for p, d in _log(Path(url)).items()
+        if not p.endswith(layout.FOLDED_SUFFIX)
+        and [a.get("record", {}).get("kind") for a in unseal(d, "e", kind="commit entry")["actions"]] == ["delta"]
+    ]
+    assert len(entries) >= 20
+    alone = sum(len(codec.compress(codec.decompress(d, kind="commit entry"))) for d in entries)
+    assert sum(map(len, entries)) <= 0.66 * alone, (sum(map(len, entries)), alone)
+    fresh = builder.compile(checkpointer=ArchiveSaver.from_url(url))
+    assert len(fresh.get_state(config).values["messages"]) == 40

@@ -62,6 +62,19 @@ TEXT: Final = (
     b'000000000000000000000000000000000000","size":0}],"committed_at":"2026-01-01T00:00:00.000000+00:0'
     b'0","digest":"0000000000000000000000000000000000000000000000000000000000000000","format_version":'
     b'1,"seq":0,"thread_id":"","type":"commit"}'
+    b'{"actions":[{"action":"add","ops":[{"op":"append","path":["channels","messages","items"],"value"'
+    b':[{"content":"","id":"","type":"human"},{"json":{"content":"","id":"","role":"assistant"}}]},{"o'
+    b'p":"set","path":["checkpoint","channel_versions",""],"value":0},{"op":"set","path":["checkpoint"'
+    b',"id"],"value":""},{"op":"set","path":["checkpoint","ts"],"value":"2026-01-01T00:00:00.000000+00'
+    b':00"},{"op":"set","path":["checkpoint","updated_channels"],"value":[]}],"record":{"bytes":0,"cre'
+    b'ated_at":"2026-01-01T00:00:00.000000+00:00","depth":1,"fields":{"attempts":{},"child_ledger":{},'
+    b'"cleared_interrupt":null,"pending_nodes":[]},"id":"","kind":"delta","messages_sha256":"4f53cda18'
+    b'c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945","metadata":{"ckpt_archive.langgraph":{"'
+    b'id":"","parent":"","top":true},"parents":{},"source":"loop","step":0},"parent":"","ref":{"type":'
+    b'"inline"},"state_sha256":"0000000000000000000000000000000000000000000000000000000000000000","ste'
+    b'p":0,"version":1}}],"committed_at":"2026-01-01T00:00:00.000000+00:00","digest":"0000000000000000'
+    b'000000000000000000000000000000000000000000000000","format_version":1,"seq":0,"thread_id":"","typ'
+    b'e":"commit"}'
     b'{"actions":[{"action":"add","ops":[{"op":"append","path":["messages"],"value":[{"content":"","id'
     b'":"","role":"assistant"}]},{"op":"set","path":[""],"value":0}],"record":{"bytes":0,"created_at":'
     b'"2026-01-01T00:00:00.000000+00:00","depth":1,"fields":{"attempts":{},"child_ledger":{},"cleared_'
@@ -72,6 +85,7 @@ TEXT: Final = (
     b'0000000000000000000000000000000000000000","format_version":1,"seq":0,"thread_id":"","type":"comm'
     b'it"}'
 )
-"""Four canonical JSON documents, concatenated: a folded manifest, a head hint, a compacting commit and
+"""Five canonical JSON documents, concatenated: a folded manifest, a head hint, a compacting commit, a
+LangGraph checkpoint's plain commit (spec.md section 11: its channels, checkpoint fields and metadata) and
 a plain commit, with empty ids and zero digests (the vocabulary, never a thread's content). The closest
 to the end costs least to refer to, so the plain commit (most entries are one) is last."""
