@@ -33,7 +33,9 @@ from .manifest import Manifest, Record, holds_inline, seal, unseal
 from .schema import check_object_key
 
 PART_SIZE = 32
-"""Records per level-0 sealed part."""
+"""Records per level-0 sealed part. A fold re-carries every record no part holds yet, so smaller parts
+make smaller folds: W1 (1,000 saves) wrote 366 KB of folds with parts of 64, 225 KB with 32, for a part
+PUT every ~3 snapshot saves instead of ~6 and 10 parts per full read instead of 8 (design note 009)."""
 FANOUT = 8
 """Consecutive parts of one level merged into one part of the next."""
 
