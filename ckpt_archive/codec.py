@@ -21,9 +21,13 @@ import zstandard
 
 from . import limits, versions
 from .errors import InvalidState, TruncatedObject, UnsupportedFormatVersion
+from .format import dictionary
 
 _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+_DICTIONARY = zstandard.ZstdCompressionDict(dictionary.TEXT, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+_DICTIONARY.precompute_compress(level=_ZSTD_LEVEL)
+_local = threading.local()  # a compressor with a dictionary per thread (an instance is not thread-safe)
 
 
 # orjson refuses more than 254 nested containers; stored documents wrap a state value in a few
@@ -323,8 +327,23 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 """First bytes of every zstd frame: no JSON document starts with them."""
 
 
-def compress(data: bytes) -> bytes:
-    return _compressor.compress(data)
+def compress(data: bytes, kind: str = "object") -> bytes:
+    """One zstd frame of ``data``, declaring its size; a log document (``kind`` in ``dictionary.KINDS``)
+    is compressed with the format's dictionary (spec.md section 6)."""
+    if kind not in dictionary.KINDS:
+        return _compressor.compress(data)
+    compressor = getattr(_local, "compressor", None)
+    if compressor is None:
+        compressor = _local.compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, dict_data=_DICTIONARY)
+    return bytes(compressor.compress(data))
+
+
+def _decompressor(kind: str) -> zstandard.ZstdDecompressor:
+    """A log document's frames refer to the format's dictionary; a frame that refers to none (or to
+    less of it) decodes the same with it, so a reader never guesses which."""
+    return (
+        zstandard.ZstdDecompressor(dict_data=_DICTIONARY) if kind in dictionary.KINDS else zstandard.ZstdDecompressor()
+    )
 
 
 _SUSPECT_RATIO = 64
@@ -352,12 +371,12 @@ def decompress(data: bytes, *, what: str = "object", kind: str = "object") -> by
     limits.check_read(kind, size, what)
     streamed = limits.may_exceed(kind, size) and size > _SUSPECT_RATIO * len(data)
     if streamed:
-        limits.check_values(kind, _streamed_values(data, what, limits.VALUES[kind]), what)
+        limits.check_values(kind, _streamed_values(data, what, limits.VALUES[kind], kind), what)
     try:
         # one frame and nothing after it: bytes appended to a stored object are damage, not padding; the
         # output buffer is the declared size (bounded above), and a frame that produces more or less
         # than it declared is a ZstdError
-        out = bytes(zstandard.ZstdDecompressor().decompress(data, allow_extra_data=False))
+        out = bytes(_decompressor(kind).decompress(data, allow_extra_data=False))
     except zstandard.ZstdError as exc:
         raise TruncatedObject(f"{what} is not a valid zstd frame ({exc})") from None
     if not streamed:
@@ -365,12 +384,12 @@ def decompress(data: bytes, *, what: str = "object", kind: str = "object") -> by
     return out
 
 
-def _streamed_values(data: bytes, what: str, bound: int) -> int | None:
+def _streamed_values(data: bytes, what: str, bound: int, kind: str) -> int | None:
     """``limits.values`` of the frame's content, counted one window at a time (stopping once over
     ``bound``); None when within it."""
     count = 0
     try:
-        for window in zstandard.ZstdDecompressor().read_to_iter(data, write_size=_WINDOW):
+        for window in _decompressor(kind).read_to_iter(data, write_size=_WINDOW):
             count += limits.values(window)
             if count > bound:
                 return count

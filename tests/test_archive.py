@@ -449,6 +449,6 @@ def test_hint_is_compressed_and_a_plain_one_is_no_hint(s3_server: S3Server, s3_u
     loaded = ca.open_archive(s3_url, storage_options=opts).load("t")
     assert loaded is not None and loaded.checkpoint_id == saved[-1].checkpoint_id
     assert s3_server.requests["LIST"] == 0, s3_server.log
-    fs.pipe_file(f"{s3_url}/{layout.head_key('t')}", codec.decompress(stored))
+    fs.pipe_file(f"{s3_url}/{layout.head_key('t')}", codec.decompress(stored, kind="head hint"))
     loaded = ca.open_archive(s3_url, storage_options=opts).load("t")
     assert loaded is not None and loaded.checkpoint_id == saved[-1].checkpoint_id

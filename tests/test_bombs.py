@@ -385,8 +385,8 @@ def with_junk(raw: bytes, junk: bytes) -> bytes:
 def plant_json(root: Path, kind: str, junk: bytes) -> None:
     """The newest object of ``kind`` carries ``junk``; a snapshot's digests are forged into the log."""
     target = objects_of(root, kind)[-1]
-    raw = codec.decompress(target.read_bytes(), kind="object")
-    data = codec.compress(with_junk(raw, junk))
+    raw = codec.decompress(target.read_bytes(), kind=kind)
+    data = codec.compress(with_junk(raw, junk), kind)
     if kind == "snapshot":
         forge(root, target, data)
     else:

@@ -49,10 +49,10 @@ def test_commit_entries_are_compressed_sealed_documents(tmp_path: Path) -> None:
     zipped = _entries(root)
     assert len(zipped) == 12
     assert all(data[:4] == codec.ZSTD_MAGIC for data in zipped.values())
-    plain = sum(len(codec.decompress(data)) for data in zipped.values())
+    plain = sum(len(codec.decompress(data, kind="commit entry")) for data in zipped.values())
     assert sum(map(len, zipped.values())) < 0.6 * plain
     for data in zipped.values():  # the same sealed document, only compressed
-        assert codec.decompress(data) == codec.dumps(unseal(data, "commit", kind="commit entry"))
+        assert codec.decompress(data, kind="commit entry") == codec.dumps(unseal(data, "commit", kind="commit entry"))
 
     infos, latest, states = _reads(str(root))
     assert [i["checkpoint_id"] for i in infos] == [c.checkpoint_id for c in saved]
@@ -66,7 +66,12 @@ def test_a_damaged_compressed_entry_is_a_typed_error(tmp_path: Path, damage: str
     _grow(ca.open_archive(url, full_snapshot_interval=100), 5)
     path, data = list(_entries(tmp_path / "a").items())[2]
     flip = data[:-6] + bytes([data[-6] ^ 1]) + data[-5:]
-    bad = {"truncate": data[:-3], "append": data + b"\x00", "flip": flip, "plain": codec.decompress(data)}
+    bad = {
+        "truncate": data[:-3],
+        "append": data + b"\x00",
+        "flip": flip,
+        "plain": codec.decompress(data, kind="commit entry"),
+    }
     fsspec.filesystem("file").pipe_file(path, bad[damage])
     (tmp_path / "a" / layout.head_key("t")).unlink()
     with pytest.raises(ca.CorruptManifest):

@@ -46,8 +46,8 @@ def stored(cp: ca.ArchiveCheckpointer) -> dict[str, bytes]:
 def readable_forms(key: str, data: bytes) -> list[bytes]:
     """The bytes, their zstd decompression, and every Parquet column's values."""
     forms = [data]
-    with contextlib.suppress(ca.CheckpointError):
-        forms.append(codec.decompress(data))
+    with contextlib.suppress(ca.CheckpointError):  # log documents decode with the log dictionary (their kind's)
+        forms.append(codec.decompress(data, kind=layout.kind_of(key) or "object"))
     if key.endswith(".parquet"):
         table = pq.read_table(io.BytesIO(data))
         forms += [str(table.column(name).to_pylist()).encode() for name in table.column_names]

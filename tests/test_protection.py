@@ -410,8 +410,8 @@ def stored_forms(archive: ca.ArchiveCheckpointer) -> list[bytes]:
     for key in run(archive.store.find("")):
         data = run(archive.store.get(key))
         forms.append(data)
-        with contextlib.suppress(ca.CheckpointError):
-            forms.append(codec.decompress(data))
+        with contextlib.suppress(ca.CheckpointError):  # log documents decode with the log dictionary (their kind's)
+            forms.append(codec.decompress(data, kind=layout.kind_of(key) or "object"))
     return forms
 
 

@@ -229,7 +229,7 @@ class Manifest:
             "a save: keep large values (files, blobs) outside the checkpoint; maintenance: act on fewer "
             "checkpoints in one call (prune or remove them in batches)",
         )
-        return codec.compress(entry)
+        return codec.compress(entry, "commit entry")
 
     def folded(self) -> bytes:
         """The folded manifest: part refs, then the records no part holds (or that changed since)."""
@@ -248,7 +248,7 @@ class Manifest:
             doc["removed"] = sorted(cid for cid in self.dirty if cid not in self.records)
         raw = seal(doc)
         limits.check_written("folded manifest", raw, f"folded manifest {self.seq} of thread {self.thread_id!r}")
-        return codec.compress(raw)
+        return codec.compress(raw, "folded manifest")
 
     @classmethod
     def from_folded(
@@ -317,7 +317,7 @@ class Manifest:
             }
         )
         limits.check_written("head hint", raw, f"head hint of thread {self.thread_id!r}")
-        return codec.compress(raw)
+        return codec.compress(raw, "head hint")
 
     def _with_ops(self, record: Record) -> Record:
         if record["ref"]["type"] == "inline":

@@ -32,8 +32,10 @@ from . import layout
 from .manifest import Manifest, Record, holds_inline, seal, unseal
 from .schema import check_object_key
 
-PART_SIZE = 64
-"""Records per level-0 sealed part."""
+PART_SIZE = 32
+"""Records per level-0 sealed part. A fold re-carries every record no part holds yet, so smaller parts
+make smaller folds: W1 (1,000 saves) wrote 366 KB of folds with parts of 64, 225 KB with 32, for a part
+PUT every ~3 snapshot saves instead of ~6 and 10 parts per full read instead of 8 (design note 009)."""
 FANOUT = 8
 """Consecutive parts of one level merged into one part of the next."""
 
@@ -105,7 +107,7 @@ def _part_doc(m: Manifest, records: list[Record]) -> bytes:
 def _new_part(m: Manifest, records: list[Record], level: int, raw: bytes | None = None) -> tuple[str, bytes]:
     raw = _part_doc(m, records) if raw is None else raw
     limits.check_written("manifest part", raw, f"manifest part of thread {m.thread_id!r}")
-    data = codec.compress(raw)
+    data = codec.compress(raw, "manifest part")
     key = layout.part_key(m.thread_id, uuid.uuid4().hex)
     ref = {"key": key, "sha256": codec.sha256(data), "size": len(data), "count": len(records), "level": level}
     m.parts.append(ref)
