@@ -186,7 +186,9 @@ def test_cli_diff_of_a_langgraph_step_shows_the_new_messages_and_no_bookkeeping(
     turn_start = infos[-6].checkpoint_id  # before the last turn's question: the turn's 4 messages
     text = cli("diff", "chat", "--from", turn_start, "--url", url)
     lines = text.splitlines()
-    assert all(len(line) <= 80 for line in lines[1:])  # the first names both ids, whole
+    assert all(len(line) <= 80 for line in lines), lines  # the header too: split before its arrow
+    assert lines[:2] == [f"chat: {turn_start}", f"      -> {infos[-1].checkpoint_id}"]  # both ids whole
+    lines = lines[1:]
     assert lines[1] == "~ messages += 4 messages"
     assert [line.split()[:2] for line in lines[2:]] == [[str(4 * TURNS - 4 + i), r] for i, r in enumerate(ROLES)]
     assert not any(b in text for b in BOOKKEEPING)
