@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 pytest.importorskip("langgraph.channels.delta")
@@ -30,6 +31,9 @@ from ckpt_archive.analysis import changes_frame, messages_frame, view
 from ckpt_archive.cli import app
 from ckpt_archive.integrations.langgraph import ArchiveSaver
 from ckpt_archive.integrations.langgraph.testing import chat, delta_messages_state, tool_agent
+from tests.test_conversation import _calls, expected_rows
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TURNS = 6
 SNAPSHOT_EVERY = 5
@@ -48,6 +52,7 @@ def dg(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, list[An
     url = str(tmp_path_factory.mktemp("delta") / "lg")
     graph = tool_agent(ArchiveSaver.from_url(url), TURNS, fail_every=3, delta=SNAPSHOT_EVERY)
     chat(graph, "chat", TURNS)
+    ArchiveSaver.from_url(url).archive.compact("chat")  # the newest rows into the Parquet (for DuckDB)
     config = {"configurable": {"thread_id": "chat"}}
     api = {
         s.config["configurable"]["checkpoint_id"]: list(s.values.get("messages", []))
@@ -73,6 +78,8 @@ def test_messages_frame_of_every_checkpoint_is_what_get_state_shows(dg: tuple[st
     for info in infos:
         rows = messages_frame(url, "chat", checkpoint_id=info.checkpoint_id, backend="arrow").to_pylist()
         assert [(r["id"], r["type"], r["text"]) for r in rows] == shown(api[lg_id(info)]), info.step
+        by_lg = messages_frame(url, "chat", checkpoint_id=lg_id(info), backend="arrow").to_pylist()
+        assert by_lg == rows  # named by its LangGraph id, the same checkpoint
     latest = messages_frame(url, "chat")
     assert len(latest) == 4 * TURNS and list(latest.status[latest.role == "tool"]).count("error") == TURNS // 3
 
@@ -86,6 +93,23 @@ def test_changes_frame_of_a_delta_channel_thread_only_appends(dg: tuple[str, dic
     appended = [m for v in changes[changes.op == "append"].value for m in json.loads(v)]
     first = json.loads(changes[changes.op == "set"].value.iloc[0])
     assert [m["content"] for m in first + appended] == [m.content for m in latest]
+
+
+def documented_delta_query(root: str) -> str:
+    """The DuckDB query of docs/guides/langgraph.md ("A `DeltaChannel` conversation"), as printed."""
+    guide = (ROOT / "docs" / "guides" / "langgraph.md").read_text()
+    section = guide[guide.index("### A `DeltaChannel` conversation") :]
+    start = section.index("```sql") + len("```sql")
+    return section[start : section.index("```", start)].replace("<root>", root)
+
+
+def test_duckdb_alone_reads_every_message_of_a_delta_channel_thread(dg: tuple[str, dict[str, list[Any]]]) -> None:
+    url, api = dg
+    latest = api[lg_id(ca.open_archive(url).list("chat")[-1])]
+    rows = duckdb.sql(documented_delta_query(url)).fetchall()
+    got = [(t, text, _calls(calls), tcid, name, status) for _, t, text, calls, tcid, name, status in rows]
+    assert got == expected_rows(latest)  # every message, in order: type, text, tool calls, tool results
+    assert len(got) == 4 * TURNS and [r[5] for r in got if r[0] == "tool"].count("error") == TURNS // 3
 
 
 def run_cli(*args: str) -> str:

@@ -23,7 +23,7 @@ from ..errors import ArchiveNotFound, CheckpointNotFound
 from ..format import layout
 from ..model import Checkpoint, CheckpointInfo
 from .conversation import MESSAGE_SCHEMA, message_row, messages_of
-from .replay import Views
+from .replay import Views, load_named
 
 Backend = Literal["pandas", "polars", "arrow"]
 Source = str | ArchiveCheckpointer
@@ -289,11 +289,12 @@ def messages_table(
     channel: str = "messages",
     storage_options: dict[str, Any] | None = None,
 ) -> pa.Table:
-    """Every message of a checkpoint (the thread's latest by default), in order: one row each
+    """Every message of a checkpoint (the thread's latest by default; ``checkpoint_id`` an archive id or
+    a LangGraph checkpoint id, ``replay.load_named``), in order: one row each
     (``MESSAGE_SCHEMA``), through the archive API (complete, open segment included). A LangGraph
     ``DeltaChannel`` between its snapshots is rebuilt as ``get_state`` rebuilds it (``replay.Views``)."""
     archive = archive_of(source, storage_options)
-    ckpt = archive.load(thread_id) if checkpoint_id is None else archive.load_by_id(checkpoint_id)
+    ckpt = archive.load(thread_id) if checkpoint_id is None else load_named(archive, thread_id, checkpoint_id)
     if ckpt is None or ckpt.thread_id != thread_id:
         what = "has no checkpoints" if checkpoint_id is None else f"has no checkpoint {checkpoint_id!r}"
         raise CheckpointNotFound(f"thread {thread_id!r} {what} in {archive.url!r}")

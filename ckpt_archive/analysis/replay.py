@@ -34,6 +34,19 @@ def lg_ids(ckpt: Checkpoint) -> tuple[str, str | None] | None:
     return marker["id"], parent if isinstance(parent, str) else None
 
 
+def load_named(archive: ArchiveCheckpointer, thread_id: str, name: str) -> Checkpoint | None:
+    """The checkpoint of ``thread_id`` that ``name`` names: an archive id, or the LangGraph checkpoint id
+    a LangGraph user knows (``get_state(config).config``; the record's metadata, spec.md section 11).
+    The archive id is tried first and wins: it names one record and has the archive's ``~<thread>``
+    form, which a LangGraph id (uuid6 text) never has, so both cannot match; of several records of one
+    LangGraph id, the latest (the one LangGraph reads). None when neither names one of the thread."""
+    ckpt = archive.load_by_id(name)
+    if ckpt is not None and ckpt.thread_id == thread_id:
+        return ckpt
+    named = [i for i in archive.list(thread_id) if (i.metadata.get(LG_KEY) or {}).get("id") == name]
+    return archive.load_by_id(named[-1].checkpoint_id) if named else None
+
+
 class _Thread:
     """One archive thread's records by LangGraph id, their write objects, and the folded values."""
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from .._sync import run_sync
 from ..analysis.conversation import message_row
 from ..analysis.frames import gather_limited
-from ..analysis.replay import Views
+from ..analysis.replay import Views, load_named
 from ..archive import ArchiveCheckpointer
 from ..delta import diff
 from ..errors import CheckpointError
@@ -92,25 +92,19 @@ def thread_infos(archive: ArchiveCheckpointer, thread: str) -> list[CheckpointIn
 
 
 def load_in_thread(archive: ArchiveCheckpointer, thread: str, checkpoint: str | None) -> Checkpoint:
-    """The checkpoint ``checkpoint`` names in ``thread`` (the latest when None): an archive id, or the
-    LangGraph checkpoint id a LangGraph user knows (``get_state(config).config``, the record's metadata,
-    spec.md section 11). An archive id is tried first and wins: it names one record, and LangGraph ids
-    (uuid6/uuid1 text) never have the archive's ``~<thread>`` form, so both cannot match; of several
-    records with one LangGraph id, the latest (the one LangGraph reads)."""
+    """The checkpoint ``checkpoint`` names in ``thread`` (the latest when None): an archive id or a
+    LangGraph checkpoint id (``replay.load_named``: the archive id wins)."""
     if checkpoint is None:
         ckpt = archive.load(thread)
         if ckpt is None:
             raise Fail(f"thread {thread!r} has no checkpoints in {archive.url!r}")
         return ckpt
-    ckpt = archive.load_by_id(checkpoint)
-    if ckpt is not None and ckpt.thread_id == thread:
-        return ckpt
-    named = [i for i in archive.list(thread) if langgraph_id(i.metadata) == checkpoint]
-    if named:
-        found = archive.load_by_id(named[-1].checkpoint_id)
-        if found is not None:
-            return found
-    raise Fail(f"checkpoint {checkpoint!r} is not in thread {thread!r} (neither an archive nor a LangGraph id of it)")
+    found = load_named(archive, thread, checkpoint)
+    if found is None:
+        raise Fail(
+            f"checkpoint {checkpoint!r} is not in thread {thread!r} (neither an archive nor a LangGraph id of it)"
+        )
+    return found
 
 
 def langgraph_id(metadata: dict[str, Any]) -> str | None:
