@@ -203,3 +203,33 @@ def test_any_add_replace_remove_sequence_reads_offline_as_get_state(tmp_path: Pa
         rows = messages_frame(url, "t", checkpoint_id=info.checkpoint_id, backend="arrow").to_pylist()
         assert [(r["id"], r["type"], r["text"]) for r in rows] == shown(api[lg_id(info)])
     assert view(ca.open_archive(url).load("t").state) is not None  # type: ignore[union-attr]
+
+
+def forged(url: str, records: list[tuple[str, str | None, dict[str, Any]]]) -> None:
+    """Records that claim to be the LangGraph saver's: (LangGraph id, LangGraph parent, channels)."""
+    archive = ca.open_archive(url)
+    for step, (lg, parent, channels) in enumerate(records):
+        state = {"checkpoint": {"id": lg, "channel_versions": {"messages": step + 1}}, "channels": channels}
+        meta = {"ckpt_archive.langgraph": {"id": lg, "parent": parent}}
+        archive.save(ca.Checkpoint(thread_id="t", state=state, step=step, metadata=meta))
+
+
+def test_a_forged_parent_cycle_ends_and_a_foreign_message_is_a_typed_error(tmp_path: Path) -> None:
+    """Hostile records: LangGraph parents forming a cycle end the walk (no seed: empty, as LangGraph
+    starts); a write whose message names a class outside the allowlist is ``UnreadableValue``, not built."""
+    url = str(tmp_path / "a")
+    forged(url, [("a", "b", {}), ("b", "a", {})])
+    assert messages_frame(url, "t").empty
+    url = str(tmp_path / "b")
+    evil = {"type": "os.system", "content": "echo pwned"}
+    seed = {"snapshot": {"items": [{"type": "human", "content": "hi", "id": "h"}]}}
+    forged(url, [("a", None, {"messages": seed}), ("b", "a", {})])
+    archive = ca.open_archive(url)
+    b = archive.load("t")
+    writes = {"a": {"w.json.zst": ["task", "~p", [[0, "messages", {"items": [evil]}]]]}}
+    archive.save(ca.Checkpoint(thread_id="t", parent_id=b.checkpoint_id, step=2,  # type: ignore[union-attr]
+                               state={**b.state, "writes": writes}, metadata=b.metadata))  # type: ignore[union-attr]  # fmt: skip
+    from ckpt_archive.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match="does not construct"):
+        messages_frame(url, "t")

@@ -86,12 +86,15 @@ class _Thread:
         from ..integrations.langgraph import values
 
         chain: list[str] = []
+        seen: set[str] = set()
         at: str | None = x
         while at is not None and (at, channel) not in self.folded:
             record = self.records.get(at)
-            if record is None:
-                break  # the chain leaves the thread (pruned): the walk stops, as LangGraph's does
-            cell = record.state.get("channels", {}).get(channel)
+            if record is None or at in seen:
+                break  # the chain leaves the thread (pruned; or a forged cycle): the walk stops there
+            seen.add(at)
+            channels = record.state.get("channels")
+            cell = channels.get(channel) if isinstance(channels, dict) else None
             if cell is not None:
                 self.folded[(at, channel)] = values.seed_messages(cell)
                 break
@@ -99,7 +102,7 @@ class _Thread:
             at = self.parent.get(at)
         for y in reversed(chain):
             parent = self.parent.get(y)
-            if parent is None or parent not in self.records:
+            if parent is None or (parent, channel) not in self.folded:
                 self.folded[(y, channel)] = []  # no seed found: LangGraph starts the channel empty
                 continue
             base = self.folded[(parent, channel)]
