@@ -233,7 +233,17 @@ READ_PARQUET = "read_parquet('<root>/thread_id=*/deltas/*.parquet', hive_partiti
 @given(st.lists(generated_messages, min_size=1, max_size=6))
 def test_any_stored_message_reads_as_langchain_shows_it(msgs: list[Any]) -> None:
     """``message_row`` and the guide's DuckDB query read a stored message cell (``SerdeCodec``, as the
-    saver stores it) as LangChain shows the message: type, ``message.text``, tool calls, tool results."""
+    saver stores it) as LangChain shows the message: type, ``message.text``, tool calls, tool results.
+    A message JSON cannot hold exactly (``additional_kwargs={"": inf}``) is the serde's pair, by design
+    (spec.md section 11): the archive cannot read inside it, so it is checked as such and left out."""
+    from ckpt_archive.integrations.langgraph.values import message_cell
+
+    serde = [m for m in msgs if message_cell(m, None) is None]
+    for m in serde:
+        assert set(readable_cell(SerdeCodec(strict_serde(), {}).encode_channel([m], None))[0]) == {"$serde", "bytes"}
+    msgs = [m for m in msgs if message_cell(m, None) is not None]
+    if not msgs:
+        return
     cells = orjson.loads(orjson.dumps(SerdeCodec(strict_serde(), {}).encode_channel(msgs, None)))
     readable = readable_cell(cells)
     assert len(readable) == len(msgs)
