@@ -233,3 +233,16 @@ def test_a_forged_parent_cycle_ends_and_a_foreign_message_is_a_typed_error(tmp_p
 
     with pytest.raises(CheckpointError, match="does not construct"):
         messages_frame(url, "t")
+
+
+def test_diff_header_fits_80_columns_for_a_long_thread_id(tmp_path: Path) -> None:
+    """Archive ids embed the thread: a long thread puts the thread, then ``from``/``to``, on lines of
+    their own, ids whole (the one-line form of ``test_conversation`` for a short one)."""
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url)
+    thread = "customer-1000/session-0"
+    first = archive.save(ca.Checkpoint(thread_id=thread, state={"turn": 1}))
+    second = archive.save(ca.Checkpoint(thread_id=thread, parent_id=first, step=1, state={"turn": 2}))
+    lines = run_cli("diff", thread, "--url", url).splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert lines[:4] == [f"{thread}:", f"  from {first}", f"  to   {second}", "~ turn 1 -> 2"]

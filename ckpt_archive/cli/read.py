@@ -393,12 +393,17 @@ HEADER_WIDTH = 80
 
 
 def diff_header(thread: str, old_id: str | None, new_id: str) -> list[str]:
-    """``thread: old -> new`` on one line when it fits in ``HEADER_WIDTH`` columns, else split before the
-    arrow (the ids whole: a shortened id may name another checkpoint, and a user pastes them back)."""
-    line = f"{thread}: {old_id or '(empty)'} -> {new_id}"
+    """``thread: old -> new`` on one line when it fits in ``HEADER_WIDTH`` columns; else split before the
+    arrow; else (a long thread id, which archive ids embed) the thread, then ``from``/``to`` lines. The
+    ids are whole: a shortened id may name another checkpoint, and a user pastes them back."""
+    old = old_id or "(empty)"
+    line = f"{thread}: {old} -> {new_id}"
     if len(line) <= HEADER_WIDTH:
         return [line]
-    return [f"{thread}: {old_id or '(empty)'}", f"{' ' * min(len(thread) + 2, 8)}-> {new_id}"]
+    two = [f"{thread}: {old}", f"{' ' * min(len(thread) + 2, 8)}-> {new_id}"]
+    if all(len(x) <= HEADER_WIDTH for x in two):
+        return two
+    return [f"{thread}:", f"  from {old}", f"  to   {new_id}"]
 
 
 def pick_list(state: dict[str, Any], path: list[str]) -> int:
