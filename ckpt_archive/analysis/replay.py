@@ -55,12 +55,13 @@ class _Thread:
 
         self.records: dict[str, Checkpoint] = {}
         self.parent: dict[str, str | None] = {}
-        for ckpt in archive.history(thread_id):
+        every = list(archive.history(thread_id))
+        for ckpt in every:
             ids = lg_ids(ckpt)
             if ids is not None:  # a later record of the same LangGraph id wins (spec.md section 11)
                 self.records[ids[0]], self.parent[ids[0]] = ckpt, ids[1]
         objects: dict[str, W.Objects] = {x: {} for x in self.records}
-        for ckpt in self.records.values():
+        for ckpt in every:  # a replaced record's carried copies count too (they are the same objects)
             held = ckpt.state.get("writes")
             for x in held if isinstance(held, dict) else ():
                 if x in objects:
