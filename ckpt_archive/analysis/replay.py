@@ -6,7 +6,9 @@ the channel has a version and no cell); LangGraph rebuilds it from the nearest a
 channel's reducer. ``Views.of`` does the same from the archive alone: the thread's records (their states
 carry their parents' and grandparents' write objects), the write objects no state carries (one listing of
 the thread's writes folder, a GET each), merged as the saver merges them (``writes.merge``:
-``(task_path, task_id, idx)`` order), folded by LangGraph's own ``_messages_delta_reducer``
+``(task_path, task_id, idx)`` order), folded by LangGraph's own ``_messages_delta_reducer`` (the
+reducer LangGraph documents for a message ``DeltaChannel``; the archive does not store which one a graph
+declared)
 (``values.fold_messages``) on messages rebuilt from their JSON cells (``values.decode_message``: the
 allowlisted classes only; no serde runs, so a channel whose writes are serde bytes stays absent, as a
 channel whose writes are not messages does). Reading only: nothing is written, no code the archive
