@@ -188,7 +188,9 @@ def test_cli_diff_of_a_langgraph_step_shows_the_new_messages_and_no_bookkeeping(
     turn_start = infos[-6].checkpoint_id  # before the last turn's question: the turn's 4 messages
     text = cli("diff", "chat", "--from", turn_start, "--url", url)
     lines = text.splitlines()
-    assert all(len(line) <= 80 for line in lines[1:])  # the first names both ids, whole
+    assert all(len(line) <= 80 for line in lines), lines  # the header too: split before its arrow
+    assert lines[:2] == [f"chat: {turn_start}", f"      -> {infos[-1].checkpoint_id}"]  # both ids whole
+    lines = lines[1:]
     assert lines[1] == "~ messages += 4 messages"
     assert [line.split()[:2] for line in lines[2:]] == [[str(4 * TURNS - 4 + i), r] for i, r in enumerate(ROLES)]
     assert not any(b in text for b in BOOKKEEPING)
@@ -233,7 +235,17 @@ READ_PARQUET = "read_parquet('<root>/thread_id=*/deltas/*.parquet', hive_partiti
 @given(st.lists(generated_messages, min_size=1, max_size=6))
 def test_any_stored_message_reads_as_langchain_shows_it(msgs: list[Any]) -> None:
     """``message_row`` and the guide's DuckDB query read a stored message cell (``SerdeCodec``, as the
-    saver stores it) as LangChain shows the message: type, ``message.text``, tool calls, tool results."""
+    saver stores it) as LangChain shows the message: type, ``message.text``, tool calls, tool results.
+    A message JSON cannot hold exactly (``additional_kwargs={"": inf}``) is the serde's pair, by design
+    (spec.md section 11): the archive cannot read inside it, so it is checked as such and left out."""
+    from ckpt_archive.integrations.langgraph.values import message_cell
+
+    serde = [m for m in msgs if message_cell(m, None) is None]
+    for m in serde:
+        assert set(readable_cell(SerdeCodec(strict_serde(), {}).encode_channel([m], None))[0]) == {"$serde", "bytes"}
+    msgs = [m for m in msgs if message_cell(m, None) is not None]
+    if not msgs:
+        return
     cells = orjson.loads(orjson.dumps(SerdeCodec(strict_serde(), {}).encode_channel(msgs, None)))
     readable = readable_cell(cells)
     assert len(readable) == len(msgs)

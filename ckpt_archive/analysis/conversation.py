@@ -123,8 +123,9 @@ def _str_or_none(value: Any) -> str | None:
     return None if value is None else value if isinstance(value, str) else codec.dumps(value).decode()
 
 
-def messages_of(ckpt: Checkpoint, channel: str = "messages") -> list[Any]:
-    """The messages of a checkpoint: its ``channel`` (a LangGraph channel, or a state key) when it is a
-    list, else the checkpoint's own message list."""
-    found = view(ckpt.state).get(channel)
+def messages_of(ckpt: Checkpoint, channel: str = "messages", shown: dict[str, Any] | None = None) -> list[Any]:
+    """The messages of a checkpoint: its ``channel`` (a LangGraph channel, or a state key) in its
+    readable state ``shown`` (default ``view(ckpt.state)``) when it is a list, else the checkpoint's own
+    message list."""
+    found = (view(ckpt.state) if shown is None else shown).get(channel)
     return found if isinstance(found, list) else list(ckpt.messages)

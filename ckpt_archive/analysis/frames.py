@@ -22,7 +22,8 @@ from ..delta import diff
 from ..errors import ArchiveNotFound, CheckpointNotFound
 from ..format import layout
 from ..model import Checkpoint, CheckpointInfo
-from .conversation import MESSAGE_SCHEMA, message_row, messages_of, view
+from .conversation import MESSAGE_SCHEMA, message_row, messages_of
+from .replay import Views, load_named
 
 Backend = Literal["pandas", "polars", "arrow"]
 Source = str | ArchiveCheckpointer
@@ -224,7 +225,9 @@ def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, 
 
     The change is that of what the user reads (``conversation.view``): in a LangGraph thread, the graph's
     channels (``key`` is the channel, a message list's growth an ``append`` of the messages' JSON), never
-    LangGraph's bookkeeping (``branch:to:*``, ``__start__``, versions seen, ids, carried writes)."""
+    LangGraph's bookkeeping (``branch:to:*``, ``__start__``, versions seen, ids, carried writes); a
+    ``DeltaChannel``'s messages as ``get_state`` rebuilds them (``replay.Views``), so between its
+    snapshots the channel grows by appends rather than vanishing."""
 
     archive = archive_of(source, storage_options)
     infos = archive.list(thread_id)
@@ -236,17 +239,18 @@ def changes_table(source: Source, thread_id: str, *, storage_options: dict[str, 
         if info.parent_id is not None:
             children[info.parent_id] = children.get(info.parent_id, 0) + 1
     known: dict[str, dict[str, Any]] = {}  # states still needed as a base (a child is pending)
+    views = Views(archive)  # a DeltaChannel's messages rebuilt where the checkpoint stores none
     for ckpt in archive.history(thread_id):
         pid = ckpt.parent_id
         base = {} if pid is None else known.get(pid)
         if base is None:  # parent no longer listed (pruned): the stored parent if it is still there
             parent = archive.load_by_id(pid) if pid else None
-            base = {} if parent is None else view(parent.state)
+            base = {} if parent is None else views.of(parent)
         if pid is not None and pid in children:
             children[pid] -= 1
             if children[pid] == 0:
                 known.pop(pid, None)
-        current = view(ckpt.state)
+        current = views.of(ckpt)
         for op in diff(base, current):
             value = None if op["op"] == "del" else codec.dumps(op["value"]).decode()
             cols["thread_id"].append(thread_id)
@@ -285,16 +289,18 @@ def messages_table(
     channel: str = "messages",
     storage_options: dict[str, Any] | None = None,
 ) -> pa.Table:
-    """Every message of a checkpoint (the thread's latest by default), in order: one row each
-    (``MESSAGE_SCHEMA``), through the archive API (complete, open segment included)."""
+    """Every message of a checkpoint (the thread's latest by default; ``checkpoint_id`` an archive id or
+    a LangGraph checkpoint id, ``replay.load_named``), in order: one row each
+    (``MESSAGE_SCHEMA``), through the archive API (complete, open segment included). A LangGraph
+    ``DeltaChannel`` between its snapshots is rebuilt as ``get_state`` rebuilds it (``replay.Views``)."""
     archive = archive_of(source, storage_options)
-    ckpt = archive.load(thread_id) if checkpoint_id is None else archive.load_by_id(checkpoint_id)
+    ckpt = archive.load(thread_id) if checkpoint_id is None else load_named(archive, thread_id, checkpoint_id)
     if ckpt is None or ckpt.thread_id != thread_id:
         what = "has no checkpoints" if checkpoint_id is None else f"has no checkpoint {checkpoint_id!r}"
         raise CheckpointNotFound(f"thread {thread_id!r} {what} in {archive.url!r}")
     rows = [
         {"thread_id": thread_id, "checkpoint_id": ckpt.checkpoint_id, "step": ckpt.step, "index": i, **message_row(m)}
-        for i, m in enumerate(messages_of(ckpt, channel))
+        for i, m in enumerate(messages_of(ckpt, channel, Views(archive).of(ckpt)))
     ]
     return pa.Table.from_pylist(rows, schema=MESSAGE_SCHEMA)
 

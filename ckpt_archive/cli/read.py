@@ -11,8 +11,9 @@ from rich.json import JSON
 from rich.table import Table
 
 from .._sync import run_sync
-from ..analysis.conversation import message_row, view
+from ..analysis.conversation import message_row
 from ..analysis.frames import gather_limited
+from ..analysis.replay import Views, load_named
 from ..archive import ArchiveCheckpointer
 from ..delta import diff
 from ..errors import CheckpointError
@@ -91,15 +92,25 @@ def thread_infos(archive: ArchiveCheckpointer, thread: str) -> list[CheckpointIn
 
 
 def load_in_thread(archive: ArchiveCheckpointer, thread: str, checkpoint: str | None) -> Checkpoint:
+    """The checkpoint ``checkpoint`` names in ``thread`` (the latest when None): an archive id or a
+    LangGraph checkpoint id (``replay.load_named``: the archive id wins)."""
     if checkpoint is None:
         ckpt = archive.load(thread)
         if ckpt is None:
             raise Fail(f"thread {thread!r} has no checkpoints in {archive.url!r}")
         return ckpt
-    ckpt = archive.load_by_id(checkpoint)
-    if ckpt is None or ckpt.thread_id != thread:
-        raise Fail(f"checkpoint {checkpoint!r} is not in thread {thread!r}")
-    return ckpt
+    found = load_named(archive, thread, checkpoint)
+    if found is None:
+        raise Fail(
+            f"checkpoint {checkpoint!r} is not in thread {thread!r} (neither an archive nor a LangGraph id of it)"
+        )
+    return found
+
+
+def langgraph_id(metadata: dict[str, Any]) -> str | None:
+    """The LangGraph checkpoint id of a record the LangGraph saver wrote (spec.md section 11), else None."""
+    marker = metadata.get("ckpt_archive.langgraph")
+    return marker["id"] if isinstance(marker, dict) and isinstance(marker.get("id"), str) else None
 
 
 @app.command()
@@ -194,7 +205,10 @@ RawOpt = Annotated[
 @app.command()
 def show(
     thread: ThreadArg,
-    checkpoint: Annotated[str | None, typer.Option("--checkpoint", help="Checkpoint id (default: latest).")] = None,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option("--checkpoint", help="Checkpoint id, archive or LangGraph (default: latest)."),
+    ] = None,
     key: Annotated[str | None, typer.Option("--key", "-k", help="Only this key (dotted for nested).")] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
@@ -207,8 +221,9 @@ def show(
     A LangGraph state shows the graph's channels as plain JSON, without LangGraph's bookkeeping
     (``--raw``: as stored). Messages are one a line, cut to the width (``--json``: whole)."""
     with guarded(debug):
-        ckpt = load_in_thread(open_from(settings(url, config)), thread, checkpoint)
-        state = ckpt.state if raw else view(ckpt.state)
+        archive = open_from(settings(url, config))
+        ckpt = load_in_thread(archive, thread, checkpoint)
+        state = ckpt.state if raw else Views(archive).of(ckpt)
         body = ckpt.model_dump(mode="json")
         body["state"] = state
         if key is not None:
@@ -240,11 +255,11 @@ def show(
 def langgraph_line(ckpt: Checkpoint) -> str | None:
     """For a checkpoint the LangGraph saver wrote: its LangGraph id, step and source (the names a
     LangGraph user knows it by, ``get_state(config).config``), from the record's metadata."""
-    marker = ckpt.metadata.get("ckpt_archive.langgraph")  # spec.md section 11
-    if not isinstance(marker, dict) or not isinstance(marker.get("id"), str):
+    lg_id = langgraph_id(ckpt.metadata)
+    if lg_id is None:
         return None
     step, source = ckpt.metadata.get("step"), ckpt.metadata.get("source")
-    return f"langgraph checkpoint {marker['id']}  step {step}  source {source}"
+    return f"langgraph checkpoint {lg_id}  step {step}  source {source}"
 
 
 def is_messages(value: Any) -> bool:
@@ -317,8 +332,12 @@ def structured_diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[
 @app.command("diff")
 def diff_cmd(
     thread: ThreadArg,
-    from_id: Annotated[str | None, typer.Option("--from", help="Older checkpoint (default: parent of --to).")] = None,
-    to_id: Annotated[str | None, typer.Option("--to", help="Newer checkpoint (default: latest).")] = None,
+    from_id: Annotated[
+        str | None, typer.Option("--from", help="Older checkpoint, archive or LangGraph id (default: parent of --to).")
+    ] = None,
+    to_id: Annotated[
+        str | None, typer.Option("--to", help="Newer checkpoint, archive or LangGraph id (default: latest).")
+    ] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
@@ -332,27 +351,29 @@ def diff_cmd(
     with guarded(debug):
         archive = open_from(settings(url, config))
         new = load_in_thread(archive, thread, to_id)
-        if from_id is None:
-            old_state: dict[str, Any] = {}
-            old_id = new.parent_id
-            if old_id is not None:
-                old_state = load_in_thread(archive, thread, old_id).state
-        else:
-            old_id, old_state = from_id, load_in_thread(archive, thread, from_id).state
-        new_state = new.state if raw else view(new.state)
-        changes = structured_diff(old_state if raw else view(old_state), new_state)
+        old: Checkpoint | None = None
+        if from_id is not None:
+            old = load_in_thread(archive, thread, from_id)
+        elif new.parent_id is not None:
+            old = load_in_thread(archive, thread, new.parent_id)
+        views = Views(archive)
+        old_id = None if old is None else old.checkpoint_id
+        old_state: dict[str, Any] = {} if old is None else old.state if raw else views.of(old)
+        new_state = new.state if raw else views.of(new)
+        changes = structured_diff(old_state, new_state)
         body = {"thread_id": thread, "from": old_id, "to": new.checkpoint_id, **changes}
         if json:
             return emit_json(body)
         console = out()
-        console.print(f"{thread}: {old_id or '(empty)'} -> {new.checkpoint_id}", markup=False)
+        for line in diff_header(thread, old_id, new.checkpoint_id):
+            console.print(line, markup=False, highlight=False)
         for c in changes["added"]:
             console.print(f"[green]+ {'.'.join(c['path'])}[/] = {_brief(c['new'])}")
         for c in changes["changed"]:
             if "appended" in c and is_messages(c["appended"]):
                 n = len(c["appended"])
                 console.print(f"[yellow]~ {'.'.join(c['path'])}[/] += {n} message{'s' if n > 1 else ''}")
-                before = pick_list(old_state if raw else view(old_state), c["path"])
+                before = pick_list(old_state, c["path"])
                 print_conversation(console, c["appended"], first=before, prefix="  ")
                 continue
             if "appended" in c:
@@ -366,6 +387,23 @@ def diff_cmd(
             console.print(f"[red]- {'.'.join(c['path'])}[/] (was {_brief(c['old'])})")
         if not any(changes.values()):
             console.print("no changes")
+
+
+HEADER_WIDTH = 80
+
+
+def diff_header(thread: str, old_id: str | None, new_id: str) -> list[str]:
+    """``thread: old -> new`` on one line when it fits in ``HEADER_WIDTH`` columns; else split before the
+    arrow; else (a long thread id, which archive ids embed) the thread, then ``from``/``to`` lines. The
+    ids are whole: a shortened id may name another checkpoint, and a user pastes them back."""
+    old = old_id or "(empty)"
+    line = f"{thread}: {old} -> {new_id}"
+    if len(line) <= HEADER_WIDTH:
+        return [line]
+    two = [f"{thread}: {old}", f"{' ' * min(len(thread) + 2, 8)}-> {new_id}"]
+    if all(len(x) <= HEADER_WIDTH for x in two):
+        return two
+    return [f"{thread}:", f"  from {old}", f"  to   {new_id}"]
 
 
 def pick_list(state: dict[str, Any], path: list[str]) -> int:

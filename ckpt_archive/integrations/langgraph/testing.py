@@ -178,19 +178,31 @@ def tool_agent_responses(turns: int, *, fail_every: int = 0) -> list[BaseMessage
     return out
 
 
-def tool_agent(checkpointer: Any, turns: int, *, fail_every: int = 0) -> Any:
+def delta_messages_state(snapshot_frequency: int = 100) -> Any:
+    """``ToolChatState`` with ``messages`` a LangGraph 1.2 ``DeltaChannel(_messages_delta_reducer)``, as
+    LangGraph's docstring declares it (and ``benchmarks/bench_postgres.py``)."""
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.graph.message import _messages_delta_reducer
+
+    reducer: Any = _messages_delta_reducer
+    channel: Any = DeltaChannel(reducer, snapshot_frequency=snapshot_frequency)
+    return TypedDict("DeltaChatState", {"messages": Annotated[list[AnyMessage], channel]})  # type: ignore[operator]
+
+
+def tool_agent(checkpointer: Any, turns: int, *, fail_every: int = 0, delta: int = 0) -> Any:
     """The issue's real graph: an agent node on ``FakeMessagesListChatModel`` (a tool call, then a ~1 KB
     answer), a prebuilt ``ToolNode`` (a tool that raises becomes a ToolMessage with ``status="error"``),
-    routed by ``tools_condition``; 4 messages a turn."""
+    routed by ``tools_condition``; 4 messages a turn. ``delta=k``: ``messages`` is a ``DeltaChannel``
+    snapshotting every ``k`` updates (``delta_messages_state``)."""
     from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
     from langgraph.prebuilt import ToolNode, tools_condition
 
     model = FakeMessagesListChatModel(responses=tool_agent_responses(turns, fail_every=fail_every))
 
-    def agent(state: ToolChatState) -> dict[str, Any]:
+    def agent(state: Any) -> dict[str, Any]:  # the graph's schema, whichever channel holds the messages
         return {"messages": [model.invoke(state["messages"])]}
 
-    g: Any = StateGraph(ToolChatState)
+    g: Any = StateGraph(delta_messages_state(delta) if delta else ToolChatState)
     g.add_node("agent", agent)
     g.add_node("tools", ToolNode([lookup], handle_tool_errors=True))
     g.add_edge(START, "agent")

@@ -259,3 +259,68 @@ def readable(state: dict[str, Any]) -> dict[str, Any]:
     if type(channels) is not dict:
         return {}
     return {name: readable_cell(cell) for name, cell in sorted(channels.items()) if not is_bookkeeping(name)}
+
+
+# -- DeltaChannel values rebuilt offline (spec.md section 11: a channel with a version and no stored value) --
+def replayed(state: dict[str, Any]) -> list[str]:
+    """The user channels of a stored LangGraph state that LangGraph rebuilds from its ancestors' writes:
+    a version in ``channel_versions`` and no stored value (a ``DeltaChannel`` between its snapshots), as
+    LangGraph's ``_delta_channels_to_replay`` picks them. ``[]`` for a state whose bookkeeping is not JSON."""
+    ck, channels = state.get("checkpoint"), state.get("channels")
+    versions = ck.get("channel_versions") if type(ck) is dict else None
+    if type(versions) is not dict or type(channels) is not dict:
+        return []
+    return sorted(str(k) for k in versions if not is_bookkeeping(str(k)) and k not in channels)
+
+
+def rebuilt(cell: Any, depth: int = 0) -> Any:
+    """A stored cell as message-like data LangGraph's messages reducer takes: a message cell rebuilt
+    (``decode_message``: only ``MESSAGES``, validated), a list of them, strings and plain JSON as they are
+    (the reducer coerces dicts and strings); ``None`` when the cell is a serde pair (only the serde reads
+    it: the offline reader runs none) or not message-like."""
+    if depth > MAX_NESTING or type(cell) is list:
+        return None
+    if type(cell) is not dict:
+        return cell if type(cell) is str else None
+    tag = tag_of(cell, "")
+    if tag is None:
+        return decode_message(cell, "")
+    inner = cell[tag]
+    if tag == JSON:
+        return inner if type(inner) in (list, dict, str) else None
+    if tag == SNAPSHOT:
+        return rebuilt(inner, depth + 1)
+    if tag == ITEMS and type(inner) is list:
+        items = [rebuilt(c, depth + 1) for c in inner]
+        return None if any(i is None for i in items) else items
+    return None
+
+
+def seed_messages(cell: Any) -> list[BaseMessage] | None:
+    """A message channel's stored value (a list or a ``_DeltaSnapshot`` cell) as messages, or None."""
+    value = rebuilt(cell)
+    return value if type(value) is list and all(isinstance(m, BaseMessage) for m in value) else None
+
+
+def fold_messages(base: list[BaseMessage], writes: list[Any]) -> list[BaseMessage] | None:
+    """A message channel's value after the write cells ``writes`` (oldest first) on ``base``, by
+    LangGraph's own ``_messages_delta_reducer`` (append, replace by id, ``RemoveMessage``,
+    ``REMOVE_ALL_MESSAGES``), as ``get_state(config).values`` rebuilds a ``DeltaChannel``. ``None`` when
+    a cell holds no message-like data (a serde pair, a number...) or the reducer refuses it."""
+    from langgraph.graph.message import _messages_delta_reducer
+
+    batch = [rebuilt(w) for w in writes]
+    if any(b is None for b in batch):
+        return None
+    if not batch:
+        return base
+    try:
+        folded: list[Any] = _messages_delta_reducer(list[Any](base), batch)
+    except Exception:  # the reducer refused data that is not messages: no conversation to show
+        return None
+    return folded if all(isinstance(m, BaseMessage) for m in folded) else None
+
+
+def readable_message(message: BaseMessage) -> dict[str, Any]:
+    """A message as its stored JSON reads (``readable_cell`` of its cell): its short dump and ``type``."""
+    return _short(message)
