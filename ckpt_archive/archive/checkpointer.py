@@ -15,7 +15,8 @@ from typing import Any, Unpack
 from .._sync import run_async, run_sync
 from ..engine import Engine, Settings
 from ..format.crypto import Encryption
-from ..model import Checkpoint
+from ..format.manifest import Manifest
+from ..model import Checkpoint, CheckpointInfo
 from ..ops import copy, gc, maintenance, reads, save, verify
 from ..ops.maintenance import PruneAllOptions
 from ..ops.verify import RestoredState, VerifyReport
@@ -64,6 +65,32 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     @property
     def full_snapshot_interval(self) -> int:
         return self.engine.root.full_snapshot_interval
+
+    # -- what this instance holds, and the head after one probe (integrations) ----
+    def known_head(self, thread_id: str) -> CheckpointInfo | None:
+        """The head of the thread as this instance last saw it (no request; it may be behind: a save
+        appending to it then fails with ``CheckpointConflict`` rather than committing on a stale view)."""
+        return reads.cached_head(self.engine, thread_id)
+
+    def known_blobs(self, thread_id: str, checkpoint_ids: Iterable[str | None]) -> set[str]:
+        """Blob keys the chains of ``checkpoint_ids`` list, from the manifest this instance read less
+        than ``manifest_ttl`` ago (no request; empty when it holds none that fresh): a writer that
+        references them need not write them again (gc keeps them while such a record is in the thread)."""
+        return reads.cached_blobs(self.engine, thread_id, checkpoint_ids)
+
+    async def amanifest(
+        self, thread_id: str, hint: dict[str, Any] | None = None, *, hint_read: bool = False
+    ) -> tuple[Manifest, CheckpointInfo | None]:
+        """The thread's up-to-date manifest and its head's listing entry, in one probe of the log when
+        this instance holds the thread (O(1) in its length: no other record is built); ``hint``: the head
+        hint just read (``hint_read``: even if there was none). Pass the manifest on to ``acontents``."""
+        m = await run_async(reads.manifest(self.engine, thread_id, hint, hint_read=hint_read))
+        return m, reads.head_info(m)
+
+    @staticmethod
+    def listed(m: Manifest) -> list[CheckpointInfo]:
+        """Every checkpoint of a manifest ``amanifest`` returned, as ``alist`` lists them (O(records))."""
+        return reads.infos_of(m)
 
     # -- the protocol's async core -----------------------------------------------
     async def _save(self, checkpoint: Checkpoint) -> str:

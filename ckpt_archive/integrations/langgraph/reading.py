@@ -323,7 +323,10 @@ class SaverReads:
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """One checkpoint, in three sequential round trips on an object store: the pending writes of
-        the wanted checkpoint (or of the head the hint names) are read while the manifest is."""
+        the wanted checkpoint (or of the head the hint names) are read while the manifest is. The
+        latest checkpoint (or the one named, when it is the head) is answered from the head alone, in
+        O(1) of the thread's length: a head committed as ``top`` holds the greatest LangGraph id, so no
+        other record is its child and none is listed; anything else lists the thread."""
         at = archive_thread(*target(config)[:2])
         reads = Reads()
         wanted = get_checkpoint_id(config)
@@ -340,21 +343,20 @@ class SaverReads:
                     # the hint's head is LangGraph's latest if no commit followed it: no manifest read
                     fast = await head_from_hint(self.archive.engine, at, hint)
                     if fast is not None and is_top(top := record_info(at, fast[0])):
-                        state = fast[1][0]
-                        self.remember(top.checkpoint_id, state)
-                        if (at, lg_ids(top)[0]) not in reads.early:  # the hint trailed the log by one put
-                            reads.start_writes(self.contents, at, lg_ids(top)[0])
-                        lg = lg_ids(top)[0]
-                        objects = {**await reads.early.pop((at, lg)), **W.carried(state, lg, f"thread {at!r}")}
-                        self.known_writes(at, lg, lg_ids(top)[1], objects)  # the head: its child's put carries them
-                        return self._tuple(at, top, state, W.merge(objects), SerdeCodec(self.serde, reads.raw))
+                        self.remember(top.checkpoint_id, fast[1][0])
+                        return await self._head_tuple(at, top, fast[1][0], reads)
             if hint is not None:
-                (m, infos), _ = await asyncio.gather(
-                    listing(self.archive.engine, at, hint), warm_head(self.archive.engine, at, hint)
+                (m, head), _ = await asyncio.gather(
+                    self.archive.amanifest(at, hint), warm_head(self.archive.engine, at, hint)
                 )
             else:
-                m, infos = await listing(self.archive.engine, at, hint_read=hint_read)
-            reads.manifests[at], reads.infos[at] = m, infos
+                m, head = await self.archive.amanifest(at, hint_read=hint_read)
+            reads.manifests[at] = m
+            if head is not None and is_top(head) and (not wanted or lg_ids(head)[0] == wanted):
+                state = (await self.states(at, [head.checkpoint_id], m)).get(head.checkpoint_id)
+                if state is not None:
+                    return await self._head_tuple(at, head, state, reads)
+            infos = reads.infos[at] = self.archive.listed(m)
             index = by_lg_id(infos)
             info = index.get(wanted) if wanted else (index[max(index)] if index else None)
             if info is None:
@@ -363,6 +365,17 @@ class SaverReads:
             return found[0] if found else None
         finally:
             reads.cancel()
+
+    async def _head_tuple(self, at: str, top: CheckpointInfo, state: dict[str, Any], reads: Reads) -> CheckpointTuple:
+        """The tuple of a head committed as ``top``: no record is its child, so its pending writes are
+        the objects under its folder (read while the manifest was, or now) and what its own state
+        carries; the next put (of its child) carries them."""
+        lg, lg_parent = lg_ids(top)
+        if (at, lg) not in reads.early:  # the hint or the cached manifest named another head
+            reads.start_writes(self.contents, at, lg)
+        objects = {**await reads.early.pop((at, lg)), **W.carried(state, lg, f"thread {at!r}")}
+        self.known_writes(at, lg, lg_parent, objects)
+        return self._tuple(at, top, state, W.merge(objects), SerdeCodec(self.serde, reads.raw))
 
     async def _latest_only(
         self,

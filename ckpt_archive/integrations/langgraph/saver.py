@@ -35,8 +35,7 @@ from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint
-from ...ops.reads import cached_head, listing
-from ...ops.save import parent_blobs
+from ...ops.reads import listing
 from . import writes as W
 from .encoding import (
     LG_KEY,
@@ -168,7 +167,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         # Appending to the head (the usual step) is saved as an append, which fails with a conflict
         # if the thread moved on, so ``top`` -- "no checkpoint of the thread has a greater LangGraph
         # id" -- is exact when committed; a fork never claims it (see reading.py, get_tuple).
-        head = cached_head(self.archive.engine, at)
+        head = self.archive.known_head(at)
         appending = head.checkpoint_id == parent_cid if head is not None else parent_cid is None
         if appending and (head is None or (is_top(head) and checkpoint["id"] > lg_ids(head)[0])):
             lg["top"] = True
@@ -219,13 +218,9 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         not write them first (``writes.put`` says why that is safe: any record of the thread listing
         them would do). The head's, because LangGraph puts a step's writes while the checkpoint they
         belong to may still be being put (``durability="async"``). Empty when unknown: all are written."""
-        engine = self.archive.engine
-        m = engine.log.cached(at)
-        if m is None or not engine.log.fresh(at):
-            return set()
         cid = self._known.get(at, {}).get(lg_id, (None, 0))[0]
-        heads = [c for c in dict.fromkeys([cid, m.head]) if c is not None and c in m.records]
-        return set().union(*(parent_blobs(m, c) for c in heads))
+        head = self.archive.known_head(at)
+        return self.archive.known_blobs(at, [cid, None if head is None else head.checkpoint_id])
 
     async def _delete_thread(self, thread_id: str) -> None:
         for at in await self.thread_ids(str(thread_id)):
