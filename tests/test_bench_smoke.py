@@ -96,6 +96,11 @@ def test_hint_benchmark_smoke(tmp_path: Path) -> None:
     assert 1 <= default["delta save"]["requests"]["PUT"] < 1.2 < every["delta save"]["requests"]["PUT"] == 2
     for ops in rows.values():
         assert ops["delta save"]["rt_max"] == 1 and ops["cold load"]["rt_max"] == 2, ops
+    if available("ArchiveSaver"):  # ArchiveSaver.from_url's policy: one PUT a put, the hint once idle
+        idle = next(ops for key, ops in rows.items() if str(key).startswith("5, idle"))
+        assert idle["delta put"]["requests"]["PUT"] == 1, idle
+        after = idle["cold get_tuple after idle, pending writes"]
+        assert after["rt_max"] <= 3 and after["requests"]["LIST"] == 1, after
 
 
 def _postgres_bench(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:

@@ -40,9 +40,9 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     """
 
     def __init__(self, store: ObjectStore, *, state_cache: int = 32, **settings: Unpack[Settings]) -> None:
-        """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (a new archive's; 1 h), ``encryption``,
-        ``create``, ``hint_every`` (5) (as ``open_archive`` documents them); ``state_cache``: contents kept
-        in memory."""
+        """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (a new archive's; 1 h),
+        ``encryption``, ``create``, ``hint_every`` (5), ``hint_idle`` (None), ``probe_window`` (None) (as
+        ``open_archive`` documents them); ``state_cache``: contents kept in memory."""
         self.engine = Engine(store, state_cache=state_cache, **settings)
 
     @property
@@ -66,7 +66,20 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     def full_snapshot_interval(self) -> int:
         return self.engine.root.full_snapshot_interval
 
+    def flush_hints(self) -> None:
+        """Put now the head hints ``hint_idle`` would put later (before the process ends, say)."""
+        run_sync(self.engine.log.idle_hints())
+
+    async def aflush_hints(self) -> None:
+        await run_async(self.engine.log.idle_hints())
+
     # -- what this instance holds, and the head after one probe (integrations) ----
+    async def asave_owned(self, checkpoint: Checkpoint) -> str:
+        """``asave`` of a checkpoint whose state and messages the caller built for this save, of JSON
+        types only, and never mutates (an integration's encoded values): serialised once for their
+        digests, not checked and privately copied again (``ops.save.save(owned=True)``)."""
+        return await run_async(save.save(self.engine, checkpoint, owned=True))
+
     def known_head(self, thread_id: str) -> CheckpointInfo | None:
         """The head of the thread as this instance last saw it (no request; it may be behind: a save
         appending to it then fails with ``CheckpointConflict`` rather than committing on a stale view)."""

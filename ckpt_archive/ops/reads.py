@@ -294,6 +294,7 @@ async def _hashed_thread(engine: Engine, folder: str) -> str | None:
 
 
 async def delete(engine: Engine, thread_id: str) -> None:
+    await engine.log.settle(thread_id)  # no idle hint of this writer lands in the folder after it
     await engine.root.check()
     m = await engine.log.manifest(thread_id)
     await engine.store.delete_prefix(layout.thread_dir(thread_id))
