@@ -14,6 +14,7 @@ from typing import Any, Unpack
 
 from .._sync import run_async, run_sync
 from ..engine import Engine, Settings
+from ..format.content import Content
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest
 from ..model import Checkpoint, CheckpointInfo
@@ -99,6 +100,38 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         hint just read (``hint_read``: even if there was none). Pass the manifest on to ``acontents``."""
         m = await run_async(reads.manifest(self.engine, thread_id, hint, hint_read=hint_read))
         return m, reads.head_info(m)
+
+    async def ahead_guess(self, thread_id: str) -> tuple[CheckpointInfo | None, dict[str, Any] | None]:
+        """The thread's head as far as it is known before its manifest is read (the manifest this
+        instance holds: no request; else the head hint, one GET with the root check), and the hint read
+        (``ops.reads.head_guess``): reads that depend on the head may start on it while ``amanifest``
+        confirms it."""
+        return await run_async(reads.head_guess(self.engine, thread_id))
+
+    async def ahead_from_hint(self, thread_id: str, hint: dict[str, Any]) -> tuple[dict[str, Any], Content] | None:
+        """The head record and its content from the hint just read, when the hint is current or trails
+        the log by a run of appended deltas; None when the manifest must be read (``ops.reads.head_from_hint``)."""
+        return await run_async(reads.head_from_hint(self.engine, thread_id, hint))
+
+    async def awarm_head(self, thread_id: str, hint: dict[str, Any]) -> None:
+        """Build the hint's head into the state cache, alongside ``amanifest`` (``ops.reads.warm_head``)."""
+        await run_async(reads.warm_head(self.engine, thread_id, hint))
+
+    async def alisting(self, thread_id: str) -> tuple[Manifest, list[CheckpointInfo]]:
+        """``amanifest`` and every checkpoint of it as ``alist`` lists them (O(records))."""
+        return await run_async(reads.listing(self.engine, thread_id))
+
+    async def acontents(
+        self, thread_id: str, checkpoint_ids: Iterable[str], m: Manifest | None = None
+    ) -> dict[str, Content]:
+        """(state, messages) of several checkpoints of one thread, built in one walk, each object read
+        once (``ops.reads.contents``); ``m``: the manifest just read. Shared with the caches: read only."""
+        return await run_async(reads.contents(self.engine, thread_id, checkpoint_ids, m))
+
+    @staticmethod
+    def info_of(thread_id: str, record: dict[str, Any]) -> CheckpointInfo:
+        """A manifest record (``ahead_from_hint``'s) as its listing entry."""
+        return reads.record_info(thread_id, record)
 
     @staticmethod
     def listed(m: Manifest) -> list[CheckpointInfo]:
