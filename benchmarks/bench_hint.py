@@ -187,15 +187,17 @@ def main() -> None:
         "--idle",
         type=float,
         default=600.0,
-        help="hint_idle of the LangGraph writer of the last --every (0: none); long, so that only flush_hints "
+        help="hint_idle of a run at ArchiveSaver.from_url's hint_every (0: none); long, so that only flush_hints "
         "(what its timer does once the writer is idle) puts the hint, never during a measured operation",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     everies = [int(every) for every in args.every.split(",")]
     rows = [run(every, args.steps, args.latency_ms / 1000) for every in everies]
-    if args.idle:
-        rows.append(run(everies[-1], args.steps, args.latency_ms / 1000, args.idle))
+    if args.idle:  # ArchiveSaver.from_url's policy
+        from ckpt_archive.integrations.langgraph.saver import SAVER_HINT_EVERY
+
+        rows.append(run(SAVER_HINT_EVERY, args.steps, args.latency_ms / 1000, args.idle))
     text = render(rows, args.steps, args.latency_ms, args.every, args.idle)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "hint.json").write_text(json.dumps(rows))

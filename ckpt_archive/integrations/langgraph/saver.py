@@ -50,11 +50,12 @@ from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, window
 from .serde import AllowedTypes, check_serde, keys_of, strict_serde
 from .values import Texts
 
-SAVER_HINT_EVERY = 5
-"""``from_url``'s ``hint_every`` (``open_archive``), the archive's default: a plain put writes its commit
-entry alone (1 PUT) but once every 5 commits; snapshots (every ``full_snapshot_interval`` puts) write the
-hint anyway. Behind a trailing hint a cold ``get_tuple`` learns the head only from the probes of the
-log, and lists its pending writes one round trip later (``SAVER_HINT_IDLE`` keeps that off idle threads)."""
+SAVER_HINT_EVERY = 10
+"""``from_url``'s ``hint_every`` (``open_archive``): a plain put writes its commit entry alone (1 PUT, one
+file); the hint goes with snapshots (every ``full_snapshot_interval`` puts, 10 by default) and with a
+plain put only once 10 commits passed without one (a backstop for a larger interval). Behind a trailing
+hint a cold ``get_tuple`` learns the head only from the probes of the log, and lists its pending writes
+one round trip later: ``SAVER_HINT_IDLE`` keeps that off idle threads."""
 SAVER_HINT_IDLE = 1.0
 """``from_url``'s ``hint_idle`` (seconds, ``open_archive``): the hint a burst of puts left behind goes out
 once the thread has had no put for this long, so a cold ``get_tuple`` of a thread nobody is writing to
