@@ -140,7 +140,8 @@ def run(every: int, steps: int, latency: float, idle: float | None = None) -> di
         data = states(steps)
         tally = Tally()
         tag = every if idle is None else f"{every}-idle"
-        native(server, server.make_bucket(f"hint-native-{tag}") + "/w1", data, latency, tally, every)
+        if idle is None:  # hint_idle is the LangGraph writer's setting here: native saves are the rows above
+            native(server, server.make_bucket(f"hint-native-{tag}") + "/w1", data, latency, tally, every)
         if "langgraph" in sys.modules or _has_langgraph():
             langgraph(server, server.make_bucket(f"hint-lg-{tag}") + "/w1", data, latency, tally, every, idle)
         return {"every": every if idle is None else f"{every}, idle {idle:g} s", "ops": tally.rows()}
