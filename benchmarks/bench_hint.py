@@ -14,7 +14,7 @@ listings included), requests counted by method at the server. After every save a
 ``get_tuple`` after ``ArchiveSaver.put``s (then after one ``put_writes`` on that head), so cold reads see
 the hint at every distance from the log.
 
-    .venv/bin/python benchmarks/bench_hint.py [--steps 60 --latency-ms 20 --every 1,4,16]
+    .venv/bin/python benchmarks/bench_hint.py [--steps 60 --latency-ms 20 --every 1,5 --idle 1]
 """
 
 from __future__ import annotations
@@ -91,41 +91,60 @@ def native(server: S3Server, url: str, data: list[dict[str, Any]], latency: floa
         tally.add("cold load", reqs, depth)
 
 
-def langgraph(server: S3Server, url: str, data: list[dict[str, Any]], latency: float, tally: Tally, every: int) -> None:
+def langgraph(
+    server: S3Server, url: str, data: list[dict[str, Any]], latency: float, tally: Tally, every: int, idle: float | None
+) -> None:
+    """``ArchiveSaver`` puts as a burst (each put measured alone), a cold ``get_tuple`` after each (while
+    the writer is busy: the hint may trail), then one ``put_writes`` and a cold ``get_tuple`` with pending
+    writes; with ``idle`` (``hint_idle``), then the hint the writer puts once idle (``flush_hints``, what
+    its timer does) and a cold ``get_tuple`` after it. Readers probe as ``ArchiveSaver.from_url``'s do
+    (``SAVER_PROBE_WINDOW``)."""
     from peers import LangGraphStore
 
     from ckpt_archive.integrations.langgraph import ArchiveSaver
+    from ckpt_archive.integrations.langgraph.saver import SAVER_PROBE_WINDOW
 
     opts = server.storage_options()
     trips = RoundTrips(ca.open_store(url, opts), latency=latency)
-    writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=INTERVAL, hint_every=every)
+    writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=INTERVAL, hint_every=every, hint_idle=idle)
     store = LangGraphStore(ArchiveSaver(writer))
     store.save("chat", 0, data[0])
+    writer.flush_hints()
     config = LangGraphStore.config("chat")
+
+    def cold_read(kind: str, state: dict[str, Any], writes: int) -> None:
+        cold = RoundTrips(ca.open_store(url, opts), latency=latency)
+        saver = ArchiveSaver(ca.ArchiveCheckpointer(cold, probe_window=SAVER_PROBE_WINDOW))  # as from_url's
+        found, reqs, depth = measured(server, cold, lambda: saver.get_tuple(config))
+        assert found is not None and found.checkpoint["channel_values"] == state
+        assert len(found.pending_writes or []) == writes
+        tally.add(kind, reqs, depth)
+
     for step, state in enumerate(data[1:], 1):
         _, reqs, depth = measured(server, trips, lambda: store.save("chat", step, state))  # noqa: B023
         tally.add("snapshot put" if step % INTERVAL == 0 else "delta put", reqs, depth)
-        for writes in (False, True):
-            if writes:  # a task's write on the head (an interrupted superstep): read apart by get_tuple
-                head = LangGraphStore.config("chat", store._head["chat"][0])
-                store.saver.put_writes(head, [("messages", f"write {step}")], f"task-{step}")
-            cold = RoundTrips(ca.open_store(url, opts), latency=latency)
-            saver = ArchiveSaver(ca.ArchiveCheckpointer(cold))
-            found, reqs, depth = measured(server, cold, lambda: saver.get_tuple(config))  # noqa: B023
-            assert found is not None and found.checkpoint["channel_values"] == state
-            assert len(found.pending_writes or []) == int(writes)
-            tally.add("cold get_tuple, pending writes" if writes else "cold get_tuple", reqs, depth)
+        cold_read("cold get_tuple", state, 0)
+        # a task's write on the head (an interrupted superstep): read apart by get_tuple
+        head = LangGraphStore.config("chat", store._head["chat"][0])
+        store.saver.put_writes(head, [("messages", f"write {step}")], f"task-{step}")
+        cold_read("cold get_tuple, pending writes", state, 1)
+        if idle is not None:
+            _, reqs, depth = measured(server, trips, writer.flush_hints)
+            tally.add("idle hint (per put)", reqs, depth)
+            cold_read("cold get_tuple after idle, pending writes", state, 1)
 
 
-def run(every: int, steps: int, latency: float) -> dict[str, Any]:
+def run(every: int, steps: int, latency: float, idle: float | None = None) -> dict[str, Any]:
     server = S3Server().start()
     try:
         data = states(steps)
         tally = Tally()
-        native(server, server.make_bucket(f"hint-native-{every}") + "/w1", data, latency, tally, every)
+        tag = every if idle is None else f"{every}-idle"
+        if idle is None:  # hint_idle is the LangGraph writer's setting here: native saves are the rows above
+            native(server, server.make_bucket(f"hint-native-{tag}") + "/w1", data, latency, tally, every)
         if "langgraph" in sys.modules or _has_langgraph():
-            langgraph(server, server.make_bucket(f"hint-lg-{every}") + "/w1", data, latency, tally, every)
-        return {"every": every, "ops": tally.rows()}
+            langgraph(server, server.make_bucket(f"hint-lg-{tag}") + "/w1", data, latency, tally, every, idle)
+        return {"every": every if idle is None else f"{every}, idle {idle:g} s", "ops": tally.rows()}
     finally:
         server.stop()
 
@@ -138,10 +157,11 @@ def _has_langgraph() -> bool:
     return True
 
 
-def render(rows: list[dict[str, Any]], steps: int, latency_ms: float, every: str) -> str:
+def render(rows: list[dict[str, Any]], steps: int, latency_ms: float, every: str, idle: float = 0.0) -> str:
     lines = [
         f"Command: `.venv/bin/python benchmarks/bench_hint.py --steps {steps} --latency-ms {latency_ms:g} "
-        f"--every {every}`: W1's first {steps} steps on moto, `full_snapshot_interval={INTERVAL}`, {latency_ms:g} ms "
+        f"--every {every} --idle {idle:g}`: W1's first {steps} steps on moto, "
+        f"`full_snapshot_interval={INTERVAL}`, {latency_ms:g} ms "
         "added to every request (`RoundTrips(latency=...)`); a cold read after every save. Requests are means "
         "per operation, counted at the server; USD per million operations at S3 Standard request prices "
         "(PUT/LIST $0.005, GET $0.0004 per 1,000).",
@@ -163,11 +183,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--every", default="1,4,16")
+    parser.add_argument("--every", default="1,5")
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=600.0,
+        help="hint_idle of a run at ArchiveSaver.from_url's hint_every (0: none); long, so that only flush_hints "
+        "(what its timer does once the writer is idle) puts the hint, never during a measured operation",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    rows = [run(int(every), args.steps, args.latency_ms / 1000) for every in args.every.split(",")]
-    text = render(rows, args.steps, args.latency_ms, args.every)
+    everies = [int(every) for every in args.every.split(",")]
+    rows = [run(every, args.steps, args.latency_ms / 1000) for every in everies]
+    if args.idle:  # ArchiveSaver.from_url's policy
+        from ckpt_archive.integrations.langgraph.saver import SAVER_HINT_EVERY
+
+        rows.append(run(SAVER_HINT_EVERY, args.steps, args.latency_ms / 1000, args.idle))
+    text = render(rows, args.steps, args.latency_ms, args.every, args.idle)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "hint.json").write_text(json.dumps(rows))
     (args.out / "hint.md").write_text(text)

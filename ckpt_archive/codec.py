@@ -25,9 +25,14 @@ from .format import dictionary
 
 _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+HOT_LEVEL = 3
+"""The level of the objects written on a save's path, every call (a commit entry, a LangGraph write
+object): measured on W1 through ``ArchiveSaver`` (docs/design/011-lean-put.md), a ~2.6 KB commit entry
+is 1,083 bytes in 20 µs at 3 against 1,042 bytes in 80 µs at 9. Larger objects, written once per
+snapshot or maintenance (snapshots, pages, folds, parts, the hint), keep ``_ZSTD_LEVEL``."""
+_hot_compressor = zstandard.ZstdCompressor(level=HOT_LEVEL)
 _DICTIONARY = zstandard.ZstdCompressionDict(dictionary.TEXT, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-_DICTIONARY.precompute_compress(level=_ZSTD_LEVEL)
-_local = threading.local()  # a compressor with a dictionary per thread (an instance is not thread-safe)
+_local = threading.local()  # compressors with the dictionary, per thread (an instance is not thread-safe)
 
 
 # orjson refuses more than 254 nested containers; stored documents wrap a state value in a few
@@ -80,6 +85,17 @@ def json_copy_raw(value: Any, where: str = "state", series: str | None = None) -
         pass
     _walk(value, where, 0)
     raise InvalidState(f"{where}: does not round-trip through JSON")
+
+
+def canonical(value: Any, where: str = "state") -> bytes:
+    """``dumps(value)`` within ``MAX_DEPTH``, for a value its caller built of JSON types only (not
+    checked as ``json_copy_raw`` checks, and not copied): what orjson refuses is still ``InvalidState``
+    naming the path (a non-str key, an int past 64 bits, a lone surrogate, too deep)."""
+    try:
+        return _dumps_within_depth(value, 0)
+    except (TypeError, orjson.JSONEncodeError, RecursionError):
+        _walk(value, where, 0)
+        raise InvalidState(f"{where}: does not round-trip through JSON") from None
 
 
 def extends(old: bytes, new: bytes) -> bool:
@@ -327,14 +343,18 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 """First bytes of every zstd frame: no JSON document starts with them."""
 
 
-def compress(data: bytes, kind: str = "object") -> bytes:
+def compress(data: bytes, kind: str = "object", *, hot: bool = False) -> bytes:
     """One zstd frame of ``data``, declaring its size; a log document (``kind`` in ``dictionary.KINDS``)
-    is compressed with the format's dictionary (spec.md section 6)."""
+    is compressed with the format's dictionary (spec.md section 6). ``hot``: at ``HOT_LEVEL`` (an object
+    written by every save)."""
+    level = HOT_LEVEL if hot else _ZSTD_LEVEL
     if kind not in dictionary.KINDS:
-        return _compressor.compress(data)
-    compressor = getattr(_local, "compressor", None)
-    if compressor is None:
-        compressor = _local.compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, dict_data=_DICTIONARY)
+        return (_hot_compressor if hot else _compressor).compress(data)
+    compressors: dict[int, zstandard.ZstdCompressor] | None = getattr(_local, "compressors", None)
+    if compressors is None:
+        compressors = _local.compressors = {}
+    if (compressor := compressors.get(level)) is None:
+        compressor = compressors[level] = zstandard.ZstdCompressor(level=level, dict_data=_DICTIONARY)
     return bytes(compressor.compress(data))
 
 

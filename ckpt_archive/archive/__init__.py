@@ -33,6 +33,8 @@ def open_archive(
     encryption: Encryption | None = None,
     create: bool = False,
     hint_every: int = HINT_EVERY,
+    hint_idle: float | None = None,
+    probe_window: int | None = None,
 ) -> ArchiveCheckpointer:
     """Open an archive at any fsspec URL: a path, file://, memory://, s3://, gs://, az://.
 
@@ -50,6 +52,14 @@ def open_archive(
     alone, the hint goes with snapshots, compactions and maintenance, and with a plain delta once the
     newest hint is ``hint_every`` commits behind (5; 1: with every commit, which also makes the
     deletion of a newest commit entry detectable, docs/guarantees.md).
+
+    ``hint_idle``: seconds after a plain delta save that left the hint behind at which this writer puts
+    it anyway, unless it saved to the thread again meanwhile (None: never; ``ArchiveSaver.from_url``:
+    ``SAVER_HINT_IDLE``). A burst of saves stays one PUT each, and a reader that comes once the writer
+    is idle reads the head as cheaply as with a hint at every commit (docs/design/005-head-hint.md).
+    ``probe_window``: how many commits past a head hint this reader probes beside the chain (None: the
+    smaller of ``hint_every`` and ``full_snapshot_interval``; a hint further behind costs a round trip
+    per window, never a wrong head).
     """
     store = open_store(url, storage_options, single_writer=single_writer)
     return ArchiveCheckpointer(
@@ -60,4 +70,6 @@ def open_archive(
         encryption=encryption,
         create=create,
         hint_every=hint_every,
+        hint_idle=hint_idle,
+        probe_window=probe_window,
     )

@@ -14,8 +14,10 @@ from typing import Any, Unpack
 
 from .._sync import run_async, run_sync
 from ..engine import Engine, Settings
+from ..format.content import Content
 from ..format.crypto import Encryption
-from ..model import Checkpoint
+from ..format.manifest import Manifest
+from ..model import Checkpoint, CheckpointInfo
 from ..ops import copy, gc, maintenance, reads, save, verify
 from ..ops.maintenance import PruneAllOptions
 from ..ops.verify import RestoredState, VerifyReport
@@ -39,9 +41,9 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     """
 
     def __init__(self, store: ObjectStore, *, state_cache: int = 32, **settings: Unpack[Settings]) -> None:
-        """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (a new archive's; 1 h), ``encryption``,
-        ``create``, ``hint_every`` (5) (as ``open_archive`` documents them); ``state_cache``: contents kept
-        in memory."""
+        """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (a new archive's; 1 h),
+        ``encryption``, ``create``, ``hint_every`` (5), ``hint_idle`` (None), ``probe_window`` (None) (as
+        ``open_archive`` documents them); ``state_cache``: contents kept in memory."""
         self.engine = Engine(store, state_cache=state_cache, **settings)
 
     @property
@@ -64,6 +66,77 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     @property
     def full_snapshot_interval(self) -> int:
         return self.engine.root.full_snapshot_interval
+
+    def flush_hints(self) -> None:
+        """Put now the head hints ``hint_idle`` would put later (before the process ends, say)."""
+        run_sync(self.engine.log.idle_hints())
+
+    async def aflush_hints(self) -> None:
+        await run_async(self.engine.log.idle_hints())
+
+    # -- what this instance holds, and the head after one probe (integrations) ----
+    async def asave_owned(self, checkpoint: Checkpoint) -> str:
+        """``asave`` of a checkpoint whose state and messages the caller built for this save, of JSON
+        types only, and never mutates (an integration's encoded values): serialised once for their
+        digests, not checked and privately copied again (``ops.save.save(owned=True)``)."""
+        return await run_async(save.save(self.engine, checkpoint, owned=True))
+
+    def known_head(self, thread_id: str) -> CheckpointInfo | None:
+        """The head of the thread as this instance last saw it (no request; it may be behind: a save
+        appending to it then fails with ``CheckpointConflict`` rather than committing on a stale view)."""
+        return reads.cached_head(self.engine, thread_id)
+
+    def known_blobs(self, thread_id: str, checkpoint_ids: Iterable[str | None]) -> set[str]:
+        """Blob keys the chains of ``checkpoint_ids`` list, from the manifest this instance read less
+        than ``manifest_ttl`` ago (no request; empty when it holds none that fresh): a writer that
+        references them need not write them again (gc keeps them while such a record is in the thread)."""
+        return reads.cached_blobs(self.engine, thread_id, checkpoint_ids)
+
+    async def amanifest(
+        self, thread_id: str, hint: dict[str, Any] | None = None, *, hint_read: bool = False
+    ) -> tuple[Manifest, CheckpointInfo | None]:
+        """The thread's up-to-date manifest and its head's listing entry, in one probe of the log when
+        this instance holds the thread (O(1) in its length: no other record is built); ``hint``: the head
+        hint just read (``hint_read``: even if there was none). Pass the manifest on to ``acontents``."""
+        m = await run_async(reads.manifest(self.engine, thread_id, hint, hint_read=hint_read))
+        return m, reads.head_info(m)
+
+    async def ahead_guess(self, thread_id: str) -> tuple[CheckpointInfo | None, dict[str, Any] | None]:
+        """The thread's head as far as it is known before its manifest is read (the manifest this
+        instance holds: no request; else the head hint, one GET with the root check), and the hint read
+        (``ops.reads.head_guess``): reads that depend on the head may start on it while ``amanifest``
+        confirms it."""
+        return await run_async(reads.head_guess(self.engine, thread_id))
+
+    async def ahead_from_hint(self, thread_id: str, hint: dict[str, Any]) -> tuple[dict[str, Any], Content] | None:
+        """The head record and its content from the hint just read, when the hint is current or trails
+        the log by a run of appended deltas; None when the manifest must be read (``ops.reads.head_from_hint``)."""
+        return await run_async(reads.head_from_hint(self.engine, thread_id, hint))
+
+    async def awarm_head(self, thread_id: str, hint: dict[str, Any]) -> None:
+        """Build the hint's head into the state cache, alongside ``amanifest`` (``ops.reads.warm_head``)."""
+        await run_async(reads.warm_head(self.engine, thread_id, hint))
+
+    async def alisting(self, thread_id: str) -> tuple[Manifest, list[CheckpointInfo]]:
+        """``amanifest`` and every checkpoint of it as ``alist`` lists them (O(records))."""
+        return await run_async(reads.listing(self.engine, thread_id))
+
+    async def acontents(
+        self, thread_id: str, checkpoint_ids: Iterable[str], m: Manifest | None = None
+    ) -> dict[str, Content]:
+        """(state, messages) of several checkpoints of one thread, built in one walk, each object read
+        once (``ops.reads.contents``); ``m``: the manifest just read. Shared with the caches: read only."""
+        return await run_async(reads.contents(self.engine, thread_id, checkpoint_ids, m))
+
+    @staticmethod
+    def info_of(thread_id: str, record: dict[str, Any]) -> CheckpointInfo:
+        """A manifest record (``ahead_from_hint``'s) as its listing entry."""
+        return reads.record_info(thread_id, record)
+
+    @staticmethod
+    def listed(m: Manifest) -> list[CheckpointInfo]:
+        """Every checkpoint of a manifest ``amanifest`` returned, as ``alist`` lists them (O(records))."""
+        return reads.infos_of(m)
 
     # -- the protocol's async core -----------------------------------------------
     async def _save(self, checkpoint: Checkpoint) -> str:

@@ -69,6 +69,9 @@ class ThreadLog:
         """Foreign checkpoint id -> the thread a look-up by id alone found it in (``ops.reads.find``), at
         most ``FOUND_IDS`` of them: the next look-up reads that thread, not every thread."""
         self._locks: dict[str, asyncio.Lock] = {}
+        self._idle: dict[str, tuple[asyncio.TimerHandle, Manifest, bytes]] = {}
+        """Thread -> its pending idle hint (``hint_when_idle``): the timer, the commit's manifest and entry."""
+        self._idle_puts: set[asyncio.Task[None]] = set()
 
     @property
     def store(self) -> ObjectStore:
@@ -95,6 +98,7 @@ class ThreadLog:
         """Drop the cached view of a deleted thread."""
         self.manifests.pop(thread_id, None)
         self.folded_seq.pop(thread_id, None)
+        self._cancel_idle(thread_id)
 
     # -- reading ---------------------------------------------------------------------
     async def _fold_forward(self, m: Manifest, window: int = 1) -> Manifest:
@@ -342,6 +346,9 @@ class ThreadLog:
                             fold_first=fold is Fold.FIRST,
                             with_fold=routine and compacts,
                         )
+                        self._cancel_idle(thread_id)
+                        if routine and not due and cache:  # the hint was left behind: put it once idle
+                            self.hint_when_idle(new, stored)
                         return planned.result
                     attempt += 1
                     if policy.attempts is not None and attempt >= policy.attempts:
@@ -349,6 +356,49 @@ class ThreadLog:
                     if policy.backoff:
                         break  # sleep with the lock released
             await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
+
+    def hint_when_idle(self, m: Manifest, stored: bytes) -> None:
+        """Put the head hint of commit ``m.seq`` (stored as ``stored``) ``Root.hint_idle`` seconds from
+        now, unless this writer committed to the thread again meanwhile (that commit decides anew) or
+        put a hint at that seq since. Best effort, off the save's path: a hint that never goes out (the
+        process ended first) only costs a cold reader the probes past the older one."""
+        delay = self.root.hint_idle
+        if delay is None:
+            return
+        self._cancel_idle(m.thread_id)
+        timer = asyncio.get_running_loop().call_later(delay, self._idle_due, m, stored)
+        self._idle[m.thread_id] = (timer, m, stored)
+
+    def _cancel_idle(self, thread_id: str) -> None:
+        pending = self._idle.pop(thread_id, None)
+        if pending is not None:
+            pending[0].cancel()
+
+    def _idle_due(self, m: Manifest, stored: bytes) -> None:
+        self._idle.pop(m.thread_id, None)
+        task = asyncio.ensure_future(self._idle_hint(m, stored))
+        self._idle_puts.add(task)  # held until done (the loop keeps only a weak reference)
+        task.add_done_callback(self._idle_puts.discard)
+
+    async def _idle_hint(self, m: Manifest, stored: bytes) -> None:
+        async with self.lock(m.thread_id):  # never beside a commit of the thread: it would trail it anyway
+            current = self.manifests.get(m.thread_id)
+            if current is None or current.seq != m.seq or self.hinted.get(m.thread_id, -1) >= m.seq:
+                return
+            await self._put_hint(m, stored)
+
+    async def settle(self, thread_id: str) -> None:
+        """No idle hint of the thread pending or being put: before its folder is deleted, so none lands
+        in the folder afterwards."""
+        self._cancel_idle(thread_id)
+        await asyncio.gather(*list(self._idle_puts), return_exceptions=True)
+
+    async def idle_hints(self) -> None:
+        """Put every pending idle hint now (``hint_when_idle``): before a process ends, or in a test."""
+        for timer, m, stored in list(self._idle.values()):
+            timer.cancel()
+            self._idle_due(m, stored)
+        await asyncio.gather(*list(self._idle_puts))
 
     async def _attempt(
         self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool

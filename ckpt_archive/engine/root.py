@@ -59,6 +59,8 @@ class Settings(TypedDict, total=False):
     encryption: Encryption | None
     create: bool
     hint_every: int
+    hint_idle: float | None
+    probe_window: int | None
 
 
 class Root:
@@ -74,6 +76,8 @@ class Root:
         encryption: Encryption | None = None,
         create: bool = False,
         hint_every: int = HINT_EVERY,
+        hint_idle: float | None = None,
+        probe_window: int | None = None,
     ) -> None:
         if full_snapshot_interval < 1:
             raise ValueError("full_snapshot_interval must be >= 1")
@@ -99,6 +103,16 @@ class Root:
         whatever it is): a plain delta save writes only its commit entry, the hint goes with commits
         that write other objects anyway (snapshots, compactions, maintenance) and with a plain one once
         the newest hint is ``hint_every`` commits behind; 1 writes it with every commit."""
+        if hint_idle is not None and not (0 <= hint_idle <= 3600):
+            raise ValueError("hint_idle must be None or between 0 and 3600 seconds")
+        self.hint_idle = hint_idle
+        """Seconds after a plain delta commit that left the hint behind at which this writer puts it,
+        unless the thread committed again meanwhile (``ThreadLog.hint_when_idle``): a burst of saves is
+        one PUT each, and a cold reader that comes once the writer is idle finds the hint current (its
+        head in the round trip that reads the chain). None: only ``hint_every`` says when."""
+        if probe_window is not None and probe_window < 1:
+            raise ValueError("probe_window must be None or >= 1")
+        self._probe_window = probe_window
         self.archive_id = ""  # digest of the archive marker: binds ciphertexts to this archive
         self._checked = False
         self._empty_at = -1e9  # when a read last found no marker and nothing that forbids creating one
@@ -108,7 +122,11 @@ class Root:
         """How many commits past a head hint this process probes in the round trip that reads the chain
         (``hint_probes``): as far as its own writes let a hint trail after a clean save, the smaller of
         ``hint_every`` and ``full_snapshot_interval`` (every snapshot writes the hint). Another writer's
-        longer lag costs this reader a wider window's round trip (``next_window``), never a wrong head."""
+        longer lag costs this reader a wider window's round trip (``next_window``), never a wrong head.
+        Set (``open_archive(probe_window=...)``), it is that: 1 for readers of a writer whose hint is current
+        once idle (``hint_idle``), which is when cold readers come (``ArchiveSaver.from_url``)."""
+        if self._probe_window is not None:
+            return self._probe_window
         return min(self.hint_every, self.full_snapshot_interval)
 
     @property

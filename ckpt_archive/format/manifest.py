@@ -229,7 +229,7 @@ class Manifest:
             "a save: keep large values (files, blobs) outside the checkpoint; maintenance: act on fewer "
             "checkpoints in one call (prune or remove them in batches)",
         )
-        return codec.compress(entry, "commit entry")
+        return codec.compress(entry, "commit entry", hot=True)  # one per save: codec.HOT_LEVEL
 
     def folded(self) -> bytes:
         """The folded manifest: part refs, then the records no part holds (or that changed since)."""

@@ -39,16 +39,20 @@ from ..format.manifest import (
 
 __all__ = [
     "Manifest",
+    "cached_blobs",
     "cached_head",
     "contents",
     "delete",
     "head_from_hint",
     "head_guess",
+    "head_info",
     "history",
     "infos",
+    "infos_of",
     "listing",
     "load",
     "load_by_id",
+    "manifest",
     "record_info",
     "thread_folders",
     "threads",
@@ -56,6 +60,7 @@ __all__ = [
 ]
 from ..errors import CheckpointError, CheckpointNotFound, CorruptManifest
 from ..model import Checkpoint, CheckpointInfo, check_identifier
+from .save import parent_blobs
 
 
 async def head_guess(engine: Engine, thread_id: str) -> tuple[CheckpointInfo | None, dict[str, Any] | None]:
@@ -78,8 +83,18 @@ def cached_head(engine: Engine, thread_id: str) -> CheckpointInfo | None:
     """The head of the manifest this instance holds (no request; it may be behind: a save against
     it then fails with ``CheckpointConflict`` rather than committing on a stale view)."""
     m = engine.log.cached(thread_id)
-    rec = m.records.get(m.head) if m is not None and m.head else None
-    return None if rec is None else record_info(thread_id, rec)
+    return None if m is None else head_info(m)
+
+
+def cached_blobs(engine: Engine, thread_id: str, checkpoint_ids: Iterable[str | None]) -> set[str]:
+    """Blob keys the chains of ``checkpoint_ids`` list in the manifest this instance holds, if it was
+    read less than ``manifest_ttl`` ago (no request; empty otherwise, and for ids it does not hold):
+    while such a record is in the thread, gc keeps every blob it lists (``ops.save.parent_blobs``)."""
+    m = engine.log.cached(thread_id)
+    if m is None or not engine.log.fresh(thread_id):
+        return set()
+    ids = [c for c in dict.fromkeys(checkpoint_ids) if c is not None and c in m.records]
+    return set().union(*(parent_blobs(m, c) for c in ids))
 
 
 async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -> tuple[Record, Content] | None:
@@ -139,14 +154,34 @@ async def warm_head(engine: Engine, thread_id: str, hint: dict[str, Any]) -> Non
             await engine.contents.reader(thread_id).content(chain, inline)
 
 
+async def manifest(
+    engine: Engine, thread_id: str, hint: dict[str, Any] | None = None, *, hint_read: bool = False
+) -> Manifest:
+    """The thread's up-to-date manifest (one probe of the log when this instance holds it), with the
+    root check; ``hint`` is the head hint the caller has just read (``hint_read``: even if there was
+    none). No record is turned into a ``CheckpointInfo``: a caller that wants only the head builds one."""
+    layout.thread_dir(thread_id)
+    return await engine.root.rooted(engine.log.manifest(thread_id, hint=hint, hint_read=hint_read))
+
+
+def head_info(m: Manifest) -> CheckpointInfo | None:
+    """The listing entry of the manifest's head (O(1): the other records are not built)."""
+    rec = m.records.get(m.head) if m.head else None
+    return None if rec is None else record_info(m.thread_id, rec)
+
+
 async def listing(
     engine: Engine, thread_id: str, hint: dict[str, Any] | None = None, *, hint_read: bool = False
 ) -> tuple[Manifest, list[CheckpointInfo]]:
     """The thread's up-to-date manifest and its listing (``alist``), to pass on to ``contents``;
     ``hint`` is the head hint the caller has just read (``hint_read``: even if there was none)."""
-    layout.thread_dir(thread_id)
-    m = await engine.root.rooted(engine.log.manifest(thread_id, hint=hint, hint_read=hint_read))
-    return m, [record_info(thread_id, rec) for rec in m.records.values()]
+    m = await manifest(engine, thread_id, hint, hint_read=hint_read)
+    return m, infos_of(m)
+
+
+def infos_of(m: Manifest) -> list[CheckpointInfo]:
+    """Every record of the manifest as its listing entry, in commit order (O(records))."""
+    return [record_info(m.thread_id, rec) for rec in m.records.values()]
 
 
 async def contents(
@@ -259,6 +294,7 @@ async def _hashed_thread(engine: Engine, folder: str) -> str | None:
 
 
 async def delete(engine: Engine, thread_id: str) -> None:
+    await engine.log.settle(thread_id)  # no idle hint of this writer lands in the folder after it
     await engine.root.check()
     m = await engine.log.manifest(thread_id)
     await engine.store.delete_prefix(layout.thread_dir(thread_id))

@@ -53,16 +53,25 @@ from .history import (
 from .history import size as rows_size
 
 
-async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False) -> str:
+async def save(engine: Engine, checkpoint: Checkpoint, *, detached: bool = False, owned: bool = False) -> str:
     """``detached`` (a restore, ``transfer.replay``): the checkpoint starts a chain of its own, as a
     full snapshot, and its ``parent_id`` is recorded as it is without being looked up (None, or a
     checkpoint that retention removed in the archive it came from: the lineage a prune leaves,
-    spec.md section 10). A plain save requires the parent to be in the thread."""
+    spec.md section 10). A plain save requires the parent to be in the thread.
+
+    ``owned``: the caller built the state and messages for this save, of JSON types only (values it
+    checked exact when it encoded them), and never mutates them (``ArchiveSaver``'s states, made of
+    cells): they are serialised once for their digests (``codec.canonical``), not checked and copied
+    again; the archive's caches then hold them as they are."""
     # checked and privately copied once, whatever the number of commit attempts
-    (state, raw_state), (messages, raw_messages) = (
-        codec.json_copy_raw(checkpoint.state, "state", series=checkpoint.thread_id),
-        codec.json_copy_raw(checkpoint.messages, "messages", series=checkpoint.thread_id),
-    )
+    if owned:
+        state, messages = checkpoint.state, checkpoint.messages
+        raw_state, raw_messages = codec.canonical(state, "state"), codec.canonical(messages, "messages")
+    else:
+        (state, raw_state), (messages, raw_messages) = (
+            codec.json_copy_raw(checkpoint.state, "state", series=checkpoint.thread_id),
+            codec.json_copy_raw(checkpoint.messages, "messages", series=checkpoint.thread_id),
+        )
     content: Content = (state, messages)
     limits.check_state(raw_state, raw_messages)
     thread_id, cid = checkpoint.thread_id, checkpoint.checkpoint_id

@@ -74,10 +74,17 @@ class SerdeCodec:
     RAW_LIMIT = 200_000
 
     def __init__(
-        self, serde: Any, raw: dict[str, bytes] | None = None, limit: int = RAW_LIMIT, where: str = ""
+        self,
+        serde: Any,
+        raw: dict[str, bytes] | None = None,
+        limit: int = RAW_LIMIT,
+        where: str = "",
+        texts: V.Texts | None = None,
     ) -> None:
         self.serde = serde
         self.raw = raw
+        self.texts = texts
+        """Canonical texts of ``json`` cells by id (``values.plain_cell``), kept by the saver between puts."""
         self.limit = limit
         self.where = where
         self.readable = type(serde) is JsonPlusSerializer
@@ -88,7 +95,7 @@ class SerdeCodec:
         """This codec (same serde, same cache), naming in its errors the checkpoint it decodes."""
         ns = f", namespace {checkpoint_ns!r}" if checkpoint_ns else ""
         cid = f", checkpoint {checkpoint_id!r}" if checkpoint_id else ""
-        return SerdeCodec(self.serde, self.raw, self.limit, f" of thread {thread_id!r}{ns}{cid}")
+        return SerdeCodec(self.serde, self.raw, self.limit, f" of thread {thread_id!r}{ns}{cid}", self.texts)
 
     def _keep(self, text: str, data: bytes) -> None:
         if self.raw is not None:
@@ -169,7 +176,7 @@ class SerdeCodec:
             if isinstance(value, BaseMessage):
                 found = V.message_cell(value, prior)
             else:
-                found = V.plain_cell(value, prior)
+                found = V.plain_cell(value, prior, self.texts)
                 if found is None and depth < V.MAX_NESTING:
                     found = self._container(value, prior, depth + 1)  # its members' depth
             if found is not None:
@@ -266,6 +273,14 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
+def _json_copy(value: Any) -> Any:
+    """A private JSON copy of ``value``, or None when JSON does not hold it exactly."""
+    try:
+        return json_copy(value)
+    except CheckpointError:
+        return None
+
+
 def _is_json(value: Any) -> bool:
     try:
         check_json(value)
@@ -298,8 +313,9 @@ def build_state(
         elif name in values:
             channels[name] = codec.encode_channel(values[name], old)
     state: dict[str, Any] = {"channels": channels}
-    if _is_json(skeleton):
-        state["checkpoint"] = skeleton
+    copied = _json_copy(skeleton)  # a private copy: LangGraph's dicts may change after the put
+    if copied is not None:
+        state["checkpoint"] = copied
     else:
         state["checkpoint_typed"] = codec.dumps(skeleton)
     if metadata_typed:

@@ -2,7 +2,7 @@
 
 A ``get_tuple`` or ``list`` call carries a ``Reads``: each archive thread's manifest is read once, the
 states of the checkpoints it returns (and of their children, which carry their pending writes:
-``writes.py``) are built in one walk (``ops.reads.contents``), and only the write objects no state
+``writes.py``) are built in one walk (``ArchiveCheckpointer.acontents``), and only the write objects no state
 carries are read: found by one recursive LIST per thread (or, for a single checkpoint, one LIST of its
 folder while the manifest is read). States are immutable per archive checkpoint id, so caching them is
 always safe.
@@ -24,8 +24,8 @@ from ...archive import ArchiveCheckpointer
 from ...engine.contents import Contents
 from ...errors import InvalidIdentifier
 from ...format import layout
+from ...format.manifest import Manifest
 from ...model import CheckpointInfo
-from ...ops.reads import Manifest, contents, head_from_hint, head_guess, listing, record_info, warm_head
 from ...storage import ObjectStore
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, restore_checkpoint, restore_metadata, split_thread
@@ -193,7 +193,7 @@ class SaverReads:
 
     async def infos(self, at: str, reads: Reads) -> list[CheckpointInfo]:
         """An archive thread's listing; its manifest is kept in ``reads`` for the states read next."""
-        m, infos = await listing(self.archive.engine, at)
+        m, infos = await self.archive.alisting(at)
         reads.manifests[at], reads.infos[at] = m, infos
         reads.kids.pop(at, None)
         return infos
@@ -201,14 +201,14 @@ class SaverReads:
     async def states(
         self, at: str, checkpoint_ids: Sequence[str], m: Manifest | None = None
     ) -> dict[str, dict[str, Any]]:
-        """States of several checkpoints of one archive thread, built in one walk (``ops.reads.contents``).
+        """States of several checkpoints of one archive thread, built in one walk (``ArchiveCheckpointer.acontents``).
 
         States are shared with the archive's cache and never mutated: ``build_state`` makes new
         dicts and ``restore_checkpoint`` copies what it hands to LangGraph."""
         out = {c: self._states[c] for c in checkpoint_ids if c in self._states}
         missing = [c for c in checkpoint_ids if c not in out]
         if missing:
-            for cid, (state, _) in (await contents(self.archive.engine, at, missing, m)).items():
+            for cid, (state, _) in (await self.archive.acontents(at, missing, m)).items():
                 self.remember(cid, state)
                 out[cid] = state
         return out
@@ -323,7 +323,10 @@ class SaverReads:
 
     async def _get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """One checkpoint, in three sequential round trips on an object store: the pending writes of
-        the wanted checkpoint (or of the head the hint names) are read while the manifest is."""
+        the wanted checkpoint (or of the head the hint names) are read while the manifest is. The
+        latest checkpoint (or the one named, when it is the head) is answered from the head alone, in
+        O(1) of the thread's length: a head committed as ``top`` holds the greatest LangGraph id, so no
+        other record is its child and none is listed; anything else lists the thread."""
         at = archive_thread(*target(config)[:2])
         reads = Reads()
         wanted = get_checkpoint_id(config)
@@ -332,29 +335,26 @@ class SaverReads:
             if wanted:
                 reads.start_writes(self.contents, at, wanted)
             else:
-                head, hint = await head_guess(self.archive.engine, at)
+                head, hint = await self.archive.ahead_guess(at)
                 hint_read = True  # or the manifest is cached, which makes the hint moot
                 if head is not None:
                     reads.start_writes(self.contents, at, lg_ids(head)[0])
                 if hint is not None and head is not None and is_top(head):
                     # the hint's head is LangGraph's latest if no commit followed it: no manifest read
-                    fast = await head_from_hint(self.archive.engine, at, hint)
-                    if fast is not None and is_top(top := record_info(at, fast[0])):
-                        state = fast[1][0]
-                        self.remember(top.checkpoint_id, state)
-                        if (at, lg_ids(top)[0]) not in reads.early:  # the hint trailed the log by one put
-                            reads.start_writes(self.contents, at, lg_ids(top)[0])
-                        lg = lg_ids(top)[0]
-                        objects = {**await reads.early.pop((at, lg)), **W.carried(state, lg, f"thread {at!r}")}
-                        self.known_writes(at, lg, lg_ids(top)[1], objects)  # the head: its child's put carries them
-                        return self._tuple(at, top, state, W.merge(objects), SerdeCodec(self.serde, reads.raw))
+                    fast = await self.archive.ahead_from_hint(at, hint)
+                    if fast is not None and is_top(top := self.archive.info_of(at, fast[0])):
+                        self.remember(top.checkpoint_id, fast[1][0])
+                        return await self._head_tuple(at, top, fast[1][0], reads)
             if hint is not None:
-                (m, infos), _ = await asyncio.gather(
-                    listing(self.archive.engine, at, hint), warm_head(self.archive.engine, at, hint)
-                )
+                (m, head), _ = await asyncio.gather(self.archive.amanifest(at, hint), self.archive.awarm_head(at, hint))
             else:
-                m, infos = await listing(self.archive.engine, at, hint_read=hint_read)
-            reads.manifests[at], reads.infos[at] = m, infos
+                m, head = await self.archive.amanifest(at, hint_read=hint_read)
+            reads.manifests[at] = m
+            if head is not None and is_top(head) and (not wanted or lg_ids(head)[0] == wanted):
+                state = (await self.states(at, [head.checkpoint_id], m)).get(head.checkpoint_id)
+                if state is not None:
+                    return await self._head_tuple(at, head, state, reads)
+            infos = reads.infos[at] = self.archive.listed(m)
             index = by_lg_id(infos)
             info = index.get(wanted) if wanted else (index[max(index)] if index else None)
             if info is None:
@@ -363,6 +363,17 @@ class SaverReads:
             return found[0] if found else None
         finally:
             reads.cancel()
+
+    async def _head_tuple(self, at: str, top: CheckpointInfo, state: dict[str, Any], reads: Reads) -> CheckpointTuple:
+        """The tuple of a head committed as ``top``: no record is its child, so its pending writes are
+        the objects under its folder (read while the manifest was, or now) and what its own state
+        carries; the next put (of its child) carries them."""
+        lg, lg_parent = lg_ids(top)
+        if (at, lg) not in reads.early:  # the hint or the cached manifest named another head
+            reads.start_writes(self.contents, at, lg)
+        objects = {**await reads.early.pop((at, lg)), **W.carried(state, lg, f"thread {at!r}")}
+        self.known_writes(at, lg, lg_parent, objects)
+        return self._tuple(at, top, state, W.merge(objects), SerdeCodec(self.serde, reads.raw))
 
     async def _latest_only(
         self,

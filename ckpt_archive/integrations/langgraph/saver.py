@@ -35,8 +35,7 @@ from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint
-from ...ops.reads import cached_head, listing
-from ...ops.save import parent_blobs
+from ...ops.reads import listing
 from . import writes as W
 from .encoding import (
     LG_KEY,
@@ -49,13 +48,26 @@ from .history import History, collect_history
 from .maintenance import Maintenance
 from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
 from .serde import AllowedTypes, check_serde, keys_of, strict_serde
+from .values import Texts
 
-SAVER_HINT_EVERY = 1
-"""``from_url``'s head hint policy (``open_archive(hint_every=...)``): a hint with every put (2 PUTs in one
-round trip). A cold ``get_tuple`` lists the pending writes of the head the hint names in the round trip
-that probes the log; behind a trailing hint the head is known only after it, and its writes cost one
-LIST and one round trip more (docs/design/005-head-hint.md has the figures). A saver built on an archive
-object uses that archive's policy."""
+SAVER_HINT_EVERY = 10
+"""``from_url``'s ``hint_every`` (``open_archive``): a plain put writes its commit entry alone (1 PUT, one
+file); the hint goes with snapshots (every ``full_snapshot_interval`` puts, 10 by default) and with a
+plain put only once 10 commits passed without one (a backstop for a larger interval). Behind a trailing
+hint a cold ``get_tuple`` learns the head only from the probes of the log, and lists its pending writes
+one round trip later: ``SAVER_HINT_IDLE`` keeps that off idle threads."""
+SAVER_HINT_IDLE = 1.0
+"""``from_url``'s ``hint_idle`` (seconds, ``open_archive``): the hint a burst of puts left behind goes out
+once the thread has had no put for this long, so a cold ``get_tuple`` of a thread nobody is writing to
+is as cheap as with a hint at every put (2 round trips, 3 with pending writes), at one PUT per burst
+instead of one per put (docs/design/005-head-hint.md has the figures). ``None``: ``hint_every`` alone;
+``hint_every=1``: a hint with every put (2 PUTs each). A saver built on an archive object uses that
+archive's policy."""
+SAVER_PROBE_WINDOW = 1
+"""``from_url``'s ``probe_window`` (``open_archive``): a cold reader probes the one commit past the hint
+beside the chain (``SAVER_HINT_IDLE`` makes the hint current once the writer is idle, when cold readers
+come), 4 GETs fewer than the default window of 5; a hint a busy writer left further behind costs a
+round trip per window (``next_window``), never a wrong head."""
 PUT_RAW_LIMIT = 20_000
 """Values whose serialised bytes the saver keeps between puts, each under its base64 text (for 1 KB
 messages about 2.4 KB an entry, ~50 MB when full)."""
@@ -96,6 +108,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         self._state_cache = state_cache
         self._known: dict[str, dict[str, tuple[str, int]]] = {}  # archive thread -> lg id -> (archive id, step)
         self._put_raw: dict[str, bytes] = {}  # base64 text -> bytes of the values last put (encode_channel)
+        self._put_texts: Texts = {}  # id of a json cell put -> (cell, its canonical text) (values.plain_cell)
         if keys := keys_of(allowed_types):  # the mechanism compile() uses for a graph's schema types
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
@@ -115,17 +128,22 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         full_snapshot_interval: int = 10,
         single_writer: bool = False,
         hint_every: int = SAVER_HINT_EVERY,
+        hint_idle: float | None = SAVER_HINT_IDLE,
+        probe_window: int | None = SAVER_PROBE_WINDOW,
         **kw: Any,
     ) -> ArchiveSaver:
         """A saver on the archive at ``url`` (path, file://, memory://, s3://, gs://, az://).
 
-        ``hint_every`` is ``open_archive``'s head hint policy, here by default ``SAVER_HINT_EVERY``."""
+        ``hint_every``, ``hint_idle`` and ``probe_window`` are ``open_archive``'s head hint policy, here by
+        default ``SAVER_HINT_EVERY``, ``SAVER_HINT_IDLE`` and ``SAVER_PROBE_WINDOW``."""
         archive = open_archive(
             url,
             storage_options,
             full_snapshot_interval=full_snapshot_interval,
             single_writer=single_writer,
             hint_every=hint_every,
+            hint_idle=hint_idle,
+            probe_window=probe_window,
         )
         return cls(archive, serde=serde, allowed_types=allowed_types, **kw)
 
@@ -157,7 +175,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             parent_cid = None if parent is None else parent.checkpoint_id
             step = 0 if base is None else base.step + 1
         parent_state = await self.state(parent_cid, at) if parent_cid is not None else None
-        codec = SerdeCodec(self.serde, self._put_raw, PUT_RAW_LIMIT)
+        codec = SerdeCodec(self.serde, self._put_raw, PUT_RAW_LIMIT, texts=self._put_texts)
         plain, typed = split_metadata(codec, dict(get_checkpoint_metadata(config, metadata)))
         state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
         if carried := self.carry(at, lg_parent):  # earlier steps' writes, in this commit
@@ -168,11 +186,11 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         # Appending to the head (the usual step) is saved as an append, which fails with a conflict
         # if the thread moved on, so ``top`` -- "no checkpoint of the thread has a greater LangGraph
         # id" -- is exact when committed; a fork never claims it (see reading.py, get_tuple).
-        head = cached_head(self.archive.engine, at)
+        head = self.archive.known_head(at)
         appending = head.checkpoint_id == parent_cid if head is not None else parent_cid is None
         if appending and (head is None or (is_top(head) and checkpoint["id"] > lg_ids(head)[0])):
             lg["top"] = True
-        record = Checkpoint._checked_at_save(  # asave checks the state before anything else
+        record = Checkpoint._checked_at_save(  # the state is JSON by construction (build_state)
             thread_id=at,
             parent_id=None if appending else parent_cid,
             step=step,
@@ -183,7 +201,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         if unsure is not None and _same_put(unsure, record):
             record = unsure  # the same put, retried: the archive finds its commit, or makes it now
         try:
-            await self.archive.asave(record)
+            await self.archive.asave_owned(record)  # its state is this put's cells: not checked and copied again
         except CommitOutcomeUnknown:
             if len(self._unsure) >= 64:
                 self._unsure.pop(next(iter(self._unsure)))
@@ -219,13 +237,9 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         not write them first (``writes.put`` says why that is safe: any record of the thread listing
         them would do). The head's, because LangGraph puts a step's writes while the checkpoint they
         belong to may still be being put (``durability="async"``). Empty when unknown: all are written."""
-        engine = self.archive.engine
-        m = engine.log.cached(at)
-        if m is None or not engine.log.fresh(at):
-            return set()
         cid = self._known.get(at, {}).get(lg_id, (None, 0))[0]
-        heads = [c for c in dict.fromkeys([cid, m.head]) if c is not None and c in m.records]
-        return set().union(*(parent_blobs(m, c) for c in heads))
+        head = self.archive.known_head(at)
+        return self.archive.known_blobs(at, [cid, None if head is None else head.checkpoint_id])
 
     async def _delete_thread(self, thread_id: str) -> None:
         for at in await self.thread_ids(str(thread_id)):

@@ -144,18 +144,59 @@ def message_cell(message: Any, prior: Any) -> Any:
     return None
 
 
-def plain_cell(value: Any, prior: Any) -> Any:
-    """The cell of a plain JSON value (``exact``), or None."""
+Texts = dict[int, tuple[Any, bytes]]
+"""id of a ``json`` cell -> (that cell, the canonical text of its value): what a saver keeps from put to
+put, so an unchanged list element is compared with its prior cell without serialising the prior."""
+TEXTS_KEPT = 20_000
+_STRICT = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+"""``dumps`` refusing what it would otherwise write as if it were JSON: subclasses of str/int/dict/list
+(an ``IntEnum``, an ``OrderedDict``), dataclasses, datetimes (no ``default``: each is a TypeError)."""
+
+
+def same_json(value: Any, known: Any, text: bytes) -> bool:
+    """Is ``value`` exactly the JSON value ``known`` (canonical text ``text``)? Its strict text is
+    ``text`` (which rules out every type orjson refuses or passes through, and tells 1, 1.0 and true
+    apart), and it is ``==`` to ``known`` (which rules out what orjson writes like JSON but is not: a
+    tuple is not a list, a UUID or an Enum is not its value, NaN is not null): one C-speed pass each,
+    where ``exact`` walks the value in Python."""
+    try:
+        return orjson.dumps(value, option=_STRICT) == text and bool(known == value)
+    except Exception:  # refused by orjson, or an ``__eq__`` that raises: not known to be the same
+        return False
+
+
+def plain_cell(value: Any, prior: Any, texts: Texts | None = None) -> Any:
+    """The cell of a plain JSON value (``exact``), or None; ``prior`` itself when ``value`` is its JSON
+    value exactly (``same_json``, with the prior's text from ``texts`` when the saver kept it)."""
     t = type(value)
     if t is str or t is int or t is float or t is bool:
         if not exact(value) or (t is str and dumps(value) is None):
             return None
         return value
+    if prior is not None and type(prior) is dict and prior.keys() == {JSON}:
+        held = None if texts is None else texts.get(id(prior))
+        text = held[1] if held is not None and held[0] is prior else dumps(prior[JSON])
+        if text is not None and same_json(value, prior[JSON], text):
+            if held is None:
+                _keep_text(texts, prior, text)
+            return prior
     if not exact(value) or (raw := dumps(value)) is None:
         return None
-    if prior is not None and type(prior) is dict and prior.keys() == {JSON} and dumps(prior[JSON]) == raw:
-        return prior
-    return {JSON: orjson.loads(raw)}
+    cell = {JSON: orjson.loads(raw)}
+    _keep_text(texts, cell, raw)
+    return cell
+
+
+def _keep_text(texts: Texts | None, cell: Any, text: bytes) -> None:
+    if texts is not None:
+        if len(texts) >= TEXTS_KEPT:
+            texts.clear()
+        texts[id(cell)] = (cell, text)
 
 
 def decode_message(cell: dict[str, Any], where: str) -> BaseMessage:

@@ -71,7 +71,7 @@ def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj, enc: dict[str, An
     limits.check_written(
         KIND, raw, f"pending writes of task {obj[0]!r}", "keep large values (files, blobs) out of channel writes"
     )
-    return C.compress(raw)
+    return C.compress(raw, hot=True)  # one per put_writes call (codec.HOT_LEVEL)
 
 
 def _checked(obj: Any, where: str) -> Obj:

@@ -1,0 +1,252 @@
+"""The LangGraph hot path: what one ``put`` and one ``get_tuple`` cost must not grow with the thread.
+
+Counted, not timed: records turned into listing entries per ``get_tuple`` (it rebuilt one for every
+record of the thread), PUTs per ``put``, and files created per ``put`` on local disk.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+
+import ckpt_archive as ca
+from ckpt_archive.integrations.langgraph import ArchiveSaver
+from ckpt_archive.integrations.langgraph import values as V
+from ckpt_archive.integrations.langgraph.saver import SAVER_HINT_EVERY, SAVER_HINT_IDLE
+from ckpt_archive.ops import reads as ops_reads
+from ckpt_archive.storage import RoundTrips
+from ckpt_archive.testing import S3Server
+
+
+def _config(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+def _grow(saver: ArchiveSaver, thread: str, n: int, parent: dict[str, Any] | None = None) -> dict[str, Any]:
+    cfg = parent or _config(thread)
+    for i in range(n):
+        cp = generate_checkpoint(channel_values={"turn": i, "note": f"step {i}"})
+        cp["channel_versions"] = {"turn": i + 1, "note": i + 1}
+        cfg = saver.put(cfg, cp, generate_metadata(step=i), {"turn": i + 1, "note": i + 1})
+    return cfg
+
+
+class _Built:
+    """Counts the records turned into ``CheckpointInfo`` (``record_info``) while it is installed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        real = ops_reads.record_info
+
+        def counting(thread_id: str, rec: Any) -> Any:
+            self.n += 1
+            return real(thread_id, rec)
+
+        monkeypatch.setattr(ops_reads, "record_info", counting)  # every listing entry is built by it
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_get_tuple_of_the_head_builds_records_independent_of_thread_length(
+    monkeypatch: pytest.MonkeyPatch, cold: bool
+) -> None:
+    """``get_tuple`` of the latest checkpoint, and of the head named by its id, answers from the head
+    after one probe of the log: it builds 1 record however long the thread (before: one per record)."""
+    built: dict[int, list[int]] = {}
+    for n in (10, 120):
+        url = f"memory://lg-hot-get-{n}-{cold}"
+        writer = ArchiveSaver.from_url(url)
+        last = _grow(writer, "t", n)
+        writer.put_writes(last, [("note", "pending")], "task-1", "p")
+        counter = _Built(monkeypatch)
+        counts = []
+        for config in (_config("t"), last):
+            saver = ArchiveSaver.from_url(url) if cold else writer
+            counter.n = 0
+            got = saver.get_tuple(config)
+            assert got is not None and got.config == last and got.pending_writes == [("task-1", "note", "pending")]
+            assert got.checkpoint["channel_values"] == {"turn": n - 1, "note": f"step {n - 1}"}
+            counts.append(counter.n)
+        built[n] = counts
+        monkeypatch.undo()
+    assert built[10] == built[120] and max(built[120]) <= 2, built
+
+
+def _puts(log: list[tuple[str, str]], prefix: str) -> list[str]:
+    return [path for kind, path in log if kind == "PUT" and path.startswith(prefix)]
+
+
+def test_a_burst_of_puts_is_one_put_each_and_the_hint_follows_once_idle(s3_server: S3Server) -> None:
+    """``from_url`` on S3 (moto, requests counted at the server): a plain put is its commit entry alone
+    (before: commit + hint, 2 PUTs a put), the hint going with snapshots (``SAVER_HINT_EVERY`` is the
+    snapshot interval); once the thread has had no put for ``hint_idle`` the writer puts the
+    hint it left behind, once for the whole burst, so a cold ``get_tuple`` then reads the head and its
+    pending writes in 3 round trips (2 without), as with a hint at every put."""
+    url = s3_server.make_bucket("lg-hot-burst") + "/a"
+    opts = s3_server.storage_options()
+    saver = ArchiveSaver.from_url(url, opts, hint_idle=0.3)
+    cfg = _grow(saver, "t", 1)  # the first put (creates the archive) and its snapshot
+    time.sleep(0.6)
+    per_put = []
+    for i in range(1, 10):  # the plain puts between two snapshots (full_snapshot_interval=10)
+        s3_server.reset_counts()  # the server is shared by the worker's other tests
+        cp = generate_checkpoint(channel_values={"turn": i, "note": f"step {i}"})
+        cp["channel_versions"] = {"turn": i + 1, "note": i + 1}
+        cfg = saver.put(cfg, cp, generate_metadata(step=i), {"turn": i + 1, "note": i + 1})
+        per_put.append(len(_puts(s3_server.log, "/lg-hot-burst/a/")))
+    assert per_put == [1] * 9, per_put  # its commit entry: the hint goes with the snapshot (and once idle)
+    s3_server.reset_counts()
+    saver.put_writes(cfg, [("note", "pending")], "task-1", "p")
+    assert len(_puts(s3_server.log, "/lg-hot-burst/a/")) == 1
+    time.sleep(0.8)  # idle: the writer's timer puts the hint
+    idle = _puts(s3_server.log, "/lg-hot-burst/a/")
+    assert len(idle) == 2 and idle[-1].endswith("/_head.json.zst"), idle
+    trips = RoundTrips(ca.open_store(url, opts), latency=0.01)
+    got = ArchiveSaver(ca.ArchiveCheckpointer(trips)).get_tuple(_config("t"))
+    assert got is not None and got.config == cfg and got.pending_writes == [("task-1", "note", "pending")]
+    assert trips.depth == 3 and trips.requests["list_dir"] == 1, trips.calls  # hint; probes, writes; task
+
+
+def test_a_put_on_local_disk_writes_one_file(tmp_path: Path) -> None:
+    """On local disk each object written is a temp file, an fsync and a link, in one executor job:
+    ``from_url``'s policy (``SAVER_HINT_EVERY``, ``SAVER_HINT_IDLE``) writes one file per plain put in one
+    job (before: 2 files in 2 jobs, commit and hint), counted at the store; the hint a burst left behind
+    is one file once idle."""
+    trips = RoundTrips(ca.open_store(str(tmp_path)))
+    archive = ca.ArchiveCheckpointer(trips, hint_every=SAVER_HINT_EVERY, hint_idle=SAVER_HINT_IDLE)
+    saver = ArchiveSaver(archive)
+    cfg = _grow(saver, "t", 1)
+    archive.flush_hints()
+    files, jobs = [], []
+    for i in range(1, 10):
+        trips.reset()
+        cp = generate_checkpoint(channel_values={"turn": i})
+        cp["channel_versions"] = {"turn": i + 1}
+        cfg = saver.put(cfg, cp, generate_metadata(step=i), {"turn": i + 1})
+        files.append(trips.requests["put"] + trips.requests["create"])
+        jobs.append(sum(trips.requests.values()))  # each request to a local store is one executor job
+    assert files == [1] * 9, files
+    assert jobs == files, (jobs, files)  # nothing read: the put's only job is writing its file(s)
+    trips.reset()
+    archive.flush_hints()  # what the idle timer does
+    assert trips.requests["put"] == 1 and trips.calls[0][1].endswith("_head.json.zst"), trips.calls
+
+
+class _Plain(enum.Enum):
+    ONE = 1
+    TEXT = "x"
+
+
+class _Level(enum.IntEnum):
+    ONE = 1
+
+
+class _Name(str):
+    pass
+
+
+def _lookalikes(value: Any) -> st.SearchStrategy[Any]:
+    """``value``, or a value orjson writes like it (or nearly) that JSON does not hold exactly."""
+    options: list[Any] = [value]
+    if type(value) is list:
+        options += [tuple(value)]
+    if type(value) is dict:
+        options += [collections.OrderedDict(value)]
+    if value is None:
+        options += [float("nan"), uuid.UUID(int=0)]
+    if type(value) is int and not isinstance(value, bool):
+        options += [float(value), bool(value & 1), _Level.ONE if value == 1 else value]
+        if value == 1:
+            options += [_Plain.ONE]
+    if type(value) is str:
+        options += [_Name(value), _Plain.TEXT if value == "x" else value]
+    return st.sampled_from(options)
+
+
+def _twin(value: Any) -> st.SearchStrategy[Any]:
+    if type(value) is list:
+        inner = st.tuples(*(_twin(v) for v in value)).map(list) if value else st.just([])
+        return inner.flatmap(_lookalikes)
+    if type(value) is dict:
+        keys = list(value)
+        inner = st.tuples(*(_twin(value[k]) for k in keys)).map(lambda vs: dict(zip(keys, vs, strict=True)))
+        return (inner if keys else st.just({})).flatmap(_lookalikes)
+    return _lookalikes(value)
+
+
+_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["x", "é", ""]),
+)
+_json = st.recursive(
+    _leaves,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["a", "b"]), inner, max_size=2),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json.flatmap(lambda known: st.tuples(st.just(known), _twin(known))))
+def test_a_list_element_keeps_its_prior_cell_only_when_json_holds_it_exactly(pair: tuple[Any, Any]) -> None:
+    """``plain_cell`` keeps an element's prior cell on the fast test (``same_json``: one strict dump and
+    one ``==``, not the Python walk of ``exact``) exactly when the full test would: the element is made
+    of JSON types only and has the prior's canonical text. Lookalikes (a tuple for a list, an Enum, a
+    str or int subclass, NaN or a UUID for null, 1.0 or True for 1) never pass."""
+    known, value = pair
+    text = V.dumps(known)
+    assert text is not None
+    exact = V.exact(value) and V.dumps(value) == text
+    assert V.same_json(value, known, text) is exact
+    prior = {V.JSON: known}
+    cell = V.plain_cell(value, prior, {id(prior): (prior, text)})
+    if type(value) in (str, int, float, bool):  # a plain scalar is its own cell
+        assert cell is (value if V.exact(value) else None)
+        return
+    assert (cell is prior) is exact
+    if cell is not None and cell is not prior:  # a new cell: the exact test decided
+        assert V.exact(value) and V.dumps(cell[V.JSON]) == V.dumps(value)
+
+
+def test_a_put_hands_its_encoded_state_over_without_a_second_check_and_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The saver's state is made of cells it just encoded (checked exact when made, never mutated), so
+    the archive serialises it once for its digest (``asave_owned``) instead of checking and privately
+    copying it again (``codec.json_copy_raw``: before, twice a put, the state and its messages); what it
+    stores reads back the same."""
+    import ckpt_archive.codec as C
+
+    calls = []
+    real = C.json_copy_raw
+
+    def counting(value: Any, where: str = "state", series: str | None = None) -> Any:
+        if series is not None:  # the save's check and copy of a thread's state or messages (small values: none)
+            calls.append(where)
+        return real(value, where, series)
+
+    saver = ArchiveSaver.from_url("memory://lg-hot-owned")
+    cfg = _grow(saver, "t", 2)
+    monkeypatch.setattr(C, "json_copy_raw", counting)
+    cp = generate_checkpoint(channel_values={"turn": 9, "note": {"nested": [1, 2.5, "x", None, True]}})
+    cp["channel_versions"] = {"turn": 10, "note": 10}
+    cfg = saver.put(cfg, cp, generate_metadata(step=2), {"turn": 10, "note": 10})
+    assert calls == [], calls
+    monkeypatch.undo()
+    got = ArchiveSaver.from_url("memory://lg-hot-owned").get_tuple(cfg)
+    assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
+    assert got.checkpoint["channel_versions"] == cp["channel_versions"]
