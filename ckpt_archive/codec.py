@@ -27,7 +27,7 @@ _ZSTD_LEVEL = 9
 _compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
 HOT_LEVEL = 3
 """The level of the objects written on a save's path, every call (a commit entry, a LangGraph write
-object): measured on W1 through ``ArchiveSaver`` (docs/design/011-lean-put.md), a ~2.6 KB commit entry
+object): measured on W1 through ``ArchiveSaver`` (docs/design/010-lean-put.md), a ~2.6 KB commit entry
 is 1,083 bytes in 20 µs at 3 against 1,042 bytes in 80 µs at 9. Larger objects, written once per
 snapshot or maintenance (snapshots, pages, folds, parts, the hint), keep ``_ZSTD_LEVEL``."""
 _hot_compressor = zstandard.ZstdCompressor(level=HOT_LEVEL)
