@@ -37,7 +37,8 @@ from . import values as V
 from .serde import UnreadableValue, check_encoding
 
 LG_KEY = RESERVED_PREFIX + "langgraph"
-"""Record metadata key holding ``{"id": langgraph checkpoint id, "parent": its parent id}``."""
+"""Record metadata key holding ``{"id": langgraph checkpoint id, "parent": its parent id, "values":
+[channels stored with a value]}``."""
 
 Blob = list[str]  # [type, base64 bytes]
 

@@ -162,7 +162,9 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
         if carried := self.carry(at, lg_parent):  # earlier steps' writes, in this commit
             state["writes"] = carried
-        lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent}
+        lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent, "values": sorted(state["channels"])}
+        # ``values``: the channels this record stores a value for, so a ``DeltaChannel`` history walk
+        # finds its seed from the manifest (history.py) without building any ancestor's state
         if typed:
             lg["typed"] = True
         # Appending to the head (the usual step) is saved as an append, which fails with a conflict
