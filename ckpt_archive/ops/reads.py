@@ -49,6 +49,7 @@ __all__ = [
     "listing",
     "load",
     "load_by_id",
+    "manifest",
     "record_info",
     "thread_folders",
     "threads",
@@ -144,9 +145,17 @@ async def listing(
 ) -> tuple[Manifest, list[CheckpointInfo]]:
     """The thread's up-to-date manifest and its listing (``alist``), to pass on to ``contents``;
     ``hint`` is the head hint the caller has just read (``hint_read``: even if there was none)."""
-    layout.thread_dir(thread_id)
-    m = await engine.root.rooted(engine.log.manifest(thread_id, hint=hint, hint_read=hint_read))
+    m = await manifest(engine, thread_id, hint, hint_read=hint_read)
     return m, [record_info(thread_id, rec) for rec in m.records.values()]
+
+
+async def manifest(
+    engine: Engine, thread_id: str, hint: dict[str, Any] | None = None, *, hint_read: bool = False
+) -> Manifest:
+    """The thread's up-to-date manifest, with the root check (``listing`` without a ``CheckpointInfo``
+    per record: a reader that walks a few records of a long thread pays for those only)."""
+    layout.thread_dir(thread_id)
+    return await engine.root.rooted(engine.log.manifest(thread_id, hint=hint, hint_read=hint_read))
 
 
 async def contents(

@@ -24,6 +24,7 @@ from ...archive import ArchiveCheckpointer
 from ...engine.contents import Contents
 from ...errors import InvalidIdentifier
 from ...format import layout
+from ...format.manifest import Record
 from ...model import CheckpointInfo
 from ...ops.reads import Manifest, contents, head_from_hint, head_guess, listing, record_info, warm_head
 from ...storage import ObjectStore
@@ -81,8 +82,17 @@ def target(config: RunnableConfig | None) -> tuple[str, str, dict[str, Any]]:
 
 
 def lg_ids(info: CheckpointInfo) -> tuple[str, str | None]:
-    meta = info.metadata.get(LG_KEY) or {}
-    return str(meta.get("id", info.checkpoint_id)), meta.get("parent")
+    return _lg_of(info.metadata, info.checkpoint_id)
+
+
+def record_lg_ids(rec: Record) -> tuple[str, str | None]:
+    """``lg_ids`` of a manifest record (no ``CheckpointInfo`` built)."""
+    return _lg_of(rec.get("metadata") or {}, rec["id"])
+
+
+def _lg_of(metadata: dict[str, Any], checkpoint_id: str) -> tuple[str, str | None]:
+    meta = metadata.get(LG_KEY) or {}
+    return str(meta.get("id", checkpoint_id)), meta.get("parent")
 
 
 def is_top(info: CheckpointInfo) -> bool:
@@ -121,6 +131,8 @@ class SaverReads:
     _state_cache: int
     _known: dict[str, dict[str, tuple[str, int]]]
     _writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]]
+    _memo: dict[str, OrderedDict[tuple[str, ...], Any]]
+    """What history walks learnt of records that do not change (history.py): carried writes, seeds."""
 
     @property
     def codec(self) -> SerdeCodec:
@@ -175,6 +187,9 @@ class SaverReads:
         self._known.pop(at, None)
         for key in [k for k in self._writes if k[0] == at]:
             del self._writes[key]
+        for memo in self._memo.values():
+            for memo_key in [k for k in memo if k[0] == at]:
+                del memo[memo_key]
         for cid in checkpoint_ids:
             self._states.pop(cid, None)
 

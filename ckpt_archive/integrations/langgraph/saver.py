@@ -35,7 +35,7 @@ from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint
-from ...ops.reads import cached_head, listing
+from ...ops.reads import cached_head, manifest
 from ...ops.save import parent_blobs
 from . import writes as W
 from .encoding import (
@@ -48,6 +48,7 @@ from .encoding import (
 from .history import History, collect_history
 from .maintenance import Maintenance
 from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
+from .reading import record_lg_ids as lg_ids_of
 from .serde import AllowedTypes, check_serde, keys_of, strict_serde
 
 SAVER_HINT_EVERY = 1
@@ -100,6 +101,8 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
         # (archive thread, lg id) -> (its lg parent, its write objects that landed and no commit carries yet)
+        self._memo: dict[str, OrderedDict[tuple[str, ...], Any]] = {"writes": OrderedDict(), "seeds": OrderedDict()}
+        # history.py: what walks learnt of records that never change (carried writes, seed entries)
         self._unsure: dict[tuple[str, str], Checkpoint] = {}  # (archive thread, lg id) -> record whose commit
         # raised CommitOutcomeUnknown: the same put again saves that record again, which the archive
         # recognises (its own commit) instead of adding a second record for one LangGraph checkpoint
@@ -235,11 +238,9 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
 
     async def _history(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, DeltaChannelHistory]:
         at = archive_thread(*target(config)[:2])
-        m, infos = await listing(self.archive.engine, at)  # one manifest read for the whole walk
-        index = by_lg_id(infos)
-        wanted = get_checkpoint_id(config) or (max(index) if index else None)
-        reads = Reads(manifests={at: m}, infos={at: infos})
-        history: dict[str, History] = await collect_history(self, at, index, wanted, list(channels), m, reads)
+        m = await manifest(self.archive.engine, at)  # one manifest read for the whole walk
+        wanted = get_checkpoint_id(config) or max((lg_ids_of(r)[0] for r in m.records.values()), default=None)
+        history: dict[str, History] = await collect_history(self, at, m, wanted, channels)
         codec = self.codec.at(*target(config)[:2], wanted)
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
