@@ -56,10 +56,15 @@ class History:
         return cls(doc.get("seed"), [(w[0], w[1], w[2]) for w in doc.get("writes", [])])
 
 
+MEMOS = ("writes", "seeds", "index", "objects")
+"""What a saver keeps of its walks (``SaverReads._memo``): carried writes by their carriers, seed
+entries, each thread's write objects' names, objects read apart."""
 MEMO_WRITES = 4096
 """Ancestors whose carried writes a saver keeps (``_memo``): a few MB for 1 KB messages."""
 MEMO_SEEDS = 16
 """Seed entries a saver keeps (a ``_DeltaSnapshot`` holds the whole list as of its checkpoint)."""
+MEMO_THREADS = 64
+"""Archive threads whose write objects' names a saver keeps (from one LIST of each, then kept up to date)."""
 
 
 def _has_value(entry: Any) -> bool:
@@ -180,15 +185,27 @@ async def collect_history(
             carried[x] = held
         else:
             need.update(r["id"] for r in carriers)
-    apart = [record_lg_ids(a)[0] for a in span if exact or not lineage.grandkids(record_lg_ids(a)[0])]
+    lgs = [record_lg_ids(a)[0] for a in span]
+    index_memo = saver._memo["index"]
+    fresh = exact or (at,) not in index_memo
+    recent = [x for x in lgs if not lineage.grandkids(x)]
 
-    # read: the states, and the folders of the ancestors no grandchild carries for, in one round trip
-    async def listed() -> list[list[str]]:
-        if exact:
-            index = await W.index_thread(saver.store, at)
-            return [index.get(layout.writes_dir(at, x), []) for x in apart]
-        return list(await asyncio.gather(*(W.names(saver.store, at, x) for x in apart)))
+    async def listed() -> dict[str, list[str]]:
+        """Each ancestor's object names: from one LIST of the thread the first time this saver walks
+        it (then kept, and told of every object it writes or reads: ``known_writes``), and from the
+        folders of the ancestors without a grandchild each time (what other writers add lands there)."""
+        if fresh:
+            found = await W.index_thread(saver.store, at)
+            _remember(index_memo, (at,), {f: set(ns) for f, ns in found.items()}, MEMO_THREADS)
+            return {x: found.get(layout.writes_dir(at, x), []) for x in lgs}
+        index = index_memo[(at,)]
+        index_memo.move_to_end((at,))
+        listed_now = await asyncio.gather(*(W.names(saver.store, at, x) for x in recent))
+        for x, ns in zip(recent, listed_now, strict=True):
+            index[layout.writes_dir(at, x)] = set(ns)
+        return {x: sorted(index.get(layout.writes_dir(at, x), ())) for x in lgs}
 
+    # read: the states, and the objects' names, in one round trip
     states, names = await asyncio.gather(saver.states(at, sorted(need), m), listed())
     for a in span:
         x = record_lg_ids(a)[0]
@@ -198,12 +215,25 @@ async def collect_history(
                 objects.update(W.carried(states.get(r["id"]), x, f"checkpoint {r['id']!r} of thread {at!r}"))
             carried[x] = objects
             _remember(memo, keys[x], objects, MEMO_WRITES)
-    todo = {x: [n for n in ns if n not in carried[x]] for x, ns in zip(apart, names, strict=True)}
-    todo = {x: ns for x, ns in todo.items() if ns}
+    # then the objects no state carries (the target's parent's, landed during the target's put), once
+    object_memo = saver._memo["objects"]
+    read: dict[str, W.Objects] = {}
+    todo: dict[str, list[str]] = {}
+    for x in lgs:
+        for n in names[x]:
+            if n in carried[x]:
+                continue
+            held = object_memo.get((at, x, n))
+            if held is not None:
+                read.setdefault(x, {})[n] = held
+            else:
+                todo.setdefault(x, []).append(n)
     got = await asyncio.gather(*(W.fetch(saver.contents, at, x, ns) for x, ns in todo.items()))
-    read = dict(zip(todo, got, strict=True))
-    for x, objs in read.items():  # the next put of a (grand)child carries these
-        if objs:
+    for x, objs in zip(todo, got, strict=True):
+        read.setdefault(x, {}).update(objs)
+        for n, obj in objs.items():
+            _remember(object_memo, (at, x, n), obj, MEMO_WRITES)
+        if objs and x in recent:  # the next put of a (grand)child carries these
             saver.known_writes(at, x, record_lg_ids(lineage.by_lg[x])[1], objs)
 
     # scan, newest first, as InMemorySaver does

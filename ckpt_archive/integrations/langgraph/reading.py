@@ -153,6 +153,9 @@ class SaverReads:
     def known_writes(self, at: str, lg_id: str, parent: str | None, objects: W.Objects) -> None:
         """Write objects of a checkpoint that landed and no commit carries yet (put or read by this
         saver): the next put of its child or grandchild carries them (``carry``)."""
+        index = self._memo["index"].get((at,))
+        if index is not None:  # the names history walks know of (history.py): this object too
+            index.setdefault(layout.writes_dir(at, lg_id), set()).update(objects)
         key = (at, lg_id)
         old_parent, held = self._writes.pop(key, (parent, {}))
         self._writes[key] = (parent if parent is not None else old_parent, {**held, **objects})
