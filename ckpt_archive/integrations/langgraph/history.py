@@ -9,33 +9,35 @@ way, so pruning never silently empties a ``DeltaChannel``.
 The walk is planned on the manifest alone: each record's LangGraph metadata lists the channels it
 stores a value for (``values``, written by ``ArchiveSaver._put``), so the ancestors up to the seed are
 known before anything is read. Then, in one round trip, the states that hold what the walk needs are
-built together (``ops.reads.contents``; served from the caches when held): the seeds', and the
-states carrying the ancestors' writes (their children's and grandchildren's, ``writes.py``), while the
-folder of each ancestor without a grandchild (the target's parent: its writes may have landed during
-the target's put) is listed. Only the objects found there that no state carries are read apart, in a
-second round trip when there are any. What a walk learns of records that never change (the carried
-writes of an ancestor, keyed by the records that carry them; a seed's entry) is kept by the saver
-(``_memo``), so the walk at the start of each turn reads no state but the newest ones.
+built together (``ops.reads.contents``; served from the caches when held): the seeds', and the states
+carrying the ancestors' writes (their own, children's and grandchildren's, ``writes.py``), while the
+objects' names are read (``SaverReads.write_names``: one LIST of the thread the first time a saver
+reads it, then only the folders of the ancestors without a grandchild, such as the target's parent,
+whose writes may land during the target's put). Only the objects no state carries are read apart, in
+a second round trip when there are any. What a walk learns of records and objects that never change
+(the carried writes of an ancestor, keyed by the records that carry them; a seed's entry; an object
+read apart) is kept by the saver (``_memo``), so the walk at the start of each turn reads the
+manifest probe and one folder, whatever the distance to the seed (spec.md section 11, "History
+walks", says what a saver so does not see).
 
-Records written without ``values`` (by a user's raw edit: version > 1) and the one record of a walk
-that may hold ``folded`` (the oldest, when its LangGraph parent is not in the thread: removed by a
+Records written without ``values``, or whose state was replaced (version > 1), and the one record of a
+walk that may hold ``folded`` (the oldest, when its LangGraph parent is not in the thread: removed by a
 prune) are read to decide.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...format import layout
 from ...format.manifest import Record
 from ...ops.reads import Manifest
 from . import writes as W
 from .encoding import LG_KEY
 from .reading import SaverReads, record_lg_ids
+from .reading import remember as _remember
 
 
 @dataclass
@@ -56,15 +58,10 @@ class History:
         return cls(doc.get("seed"), [(w[0], w[1], w[2]) for w in doc.get("writes", [])])
 
 
-MEMOS = ("writes", "seeds", "index", "objects")
-"""What a saver keeps of its walks (``SaverReads._memo``): carried writes by their carriers, seed
-entries, each thread's write objects' names, objects read apart."""
 MEMO_WRITES = 4096
 """Ancestors whose carried writes a saver keeps (``_memo``): a few MB for 1 KB messages."""
 MEMO_SEEDS = 16
 """Seed entries a saver keeps (a ``_DeltaSnapshot`` holds the whole list as of its checkpoint)."""
-MEMO_THREADS = 64
-"""Archive threads whose write objects' names a saver keeps (from one LIST of each, then kept up to date)."""
 
 
 def _has_value(entry: Any) -> bool:
@@ -123,13 +120,6 @@ class Lineage:
         return list({r["id"]: r for r in found}.values())
 
 
-def _remember(memo: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...], value: Any, most: int) -> None:
-    memo[key] = value
-    memo.move_to_end(key)
-    while len(memo) > most:
-        memo.popitem(last=False)
-
-
 async def collect_history(
     saver: SaverReads, at: str, m: Manifest, target: str | None, channels: Iterable[str], *, exact: bool = False
 ) -> dict[str, History]:
@@ -186,27 +176,10 @@ async def collect_history(
         else:
             need.update(r["id"] for r in carriers)
     lgs = [record_lg_ids(a)[0] for a in span]
-    index_memo = saver._memo["index"]
-    fresh = exact or (at,) not in index_memo
     recent = [x for x in lgs if not lineage.grandkids(x)]
 
-    async def listed() -> dict[str, list[str]]:
-        """Each ancestor's object names: from one LIST of the thread the first time this saver walks
-        it (then kept, and told of every object it writes or reads: ``known_writes``), and from the
-        folders of the ancestors without a grandchild each time (what other writers add lands there)."""
-        if fresh:
-            found = await W.index_thread(saver.store, at)
-            _remember(index_memo, (at,), {f: set(ns) for f, ns in found.items()}, MEMO_THREADS)
-            return {x: found.get(layout.writes_dir(at, x), []) for x in lgs}
-        index = index_memo[(at,)]
-        index_memo.move_to_end((at,))
-        listed_now = await asyncio.gather(*(W.names(saver.store, at, x) for x in recent))
-        for x, ns in zip(recent, listed_now, strict=True):
-            index[layout.writes_dir(at, x)] = set(ns)
-        return {x: sorted(index.get(layout.writes_dir(at, x), ())) for x in lgs}
-
     # read: the states, and the objects' names, in one round trip
-    states, names = await asyncio.gather(saver.states(at, sorted(need), m), listed())
+    states, names = await asyncio.gather(saver.states(at, sorted(need), m), saver.write_names(at, lgs, recent, exact))
     for a in span:
         x = record_lg_ids(a)[0]
         if x not in carried:

@@ -37,13 +37,11 @@ Selected = tuple[str, CheckpointInfo]
 @dataclass
 class Reads:
     """What one ``get_tuple``/``list`` call has read so far, so that it is read once: each archive
-    thread's manifest, and (``INDEX_FROM`` checkpoints of a thread on) the index of its writes."""
+    thread's manifest and listing (the index of its writes is the saver's: ``write_names``)."""
 
     manifests: dict[str, Manifest] = field(default_factory=dict)
     infos: dict[str, list[CheckpointInfo]] = field(default_factory=dict)
     """Each archive thread's listing (its children show which states carry a checkpoint's writes)."""
-    writes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-    """Each archive thread's write objects by folder (``W.index_thread``), listed once per call."""
     early: dict[tuple[str, str], asyncio.Task[W.Objects]] = field(default_factory=dict)
     """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
     raw: dict[str, bytes] = field(default_factory=dict)
@@ -112,6 +110,22 @@ INDEX_FROM = 3
 recursive LIST for the whole call instead of one LIST per checkpoint."""
 WRITES_KEPT = 64
 """Checkpoints whose write objects a saver keeps for the put of their child to carry."""
+
+
+MEMOS = ("writes", "seeds", "index", "objects")
+"""What a saver keeps of what it read (``SaverReads._memo``), all of records or objects that never
+change: carried writes by the records carrying them and seed entries (history.py), each archive
+thread's write objects' names (``write_names``), objects read apart."""
+MEMO_THREADS = 64
+"""Archive threads whose write objects' names a saver keeps (from one LIST of each, then kept up to date)."""
+
+
+def remember(memo: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...], value: Any, most: int) -> None:
+    """Keep ``value`` in one of the ``_memo`` maps, the least recently used dropped past ``most``."""
+    memo[key] = value
+    memo.move_to_end(key)
+    while len(memo) > most:
+        memo.popitem(last=False)
 
 
 def windows(selected: list[Selected]) -> Iterator[list[Selected]]:
@@ -231,6 +245,26 @@ class SaverReads:
                 out[cid] = state
         return out
 
+    async def write_names(
+        self, at: str, lg_ids: Sequence[str], recent: Sequence[str], fresh: bool = False
+    ) -> dict[str, list[str]]:
+        """The write objects' names of LangGraph checkpoints ``lg_ids`` of archive thread ``at``: from
+        one recursive LIST of the thread the first time this saver reads it (or ``fresh``), kept
+        (``_memo["index"]``) and told of every object the saver writes or reads (``known_writes``);
+        after that only the folders of ``recent`` (checkpoints without a grandchild, where writes of
+        other processes land) are listed again, concurrently."""
+        memo = self._memo["index"]
+        if fresh or (at,) not in memo:
+            found = await W.index_thread(self.store, at)
+            remember(memo, (at,), {f: set(ns) for f, ns in found.items()}, MEMO_THREADS)
+            return {x: found.get(layout.writes_dir(at, x), []) for x in lg_ids}
+        index = memo[(at,)]
+        memo.move_to_end((at,))
+        listed = await asyncio.gather(*(W.names(self.store, at, x) for x in recent))
+        for x, names in zip(recent, listed, strict=True):
+            index[layout.writes_dir(at, x)] = set(names)
+        return {x: sorted(index.get(layout.writes_dir(at, x), ())) for x in lg_ids}
+
     async def thread_ids(self, thread_id: str | None = None) -> list[str]:
         """Archive threads (all, or every namespace of one LangGraph thread)."""
         names = await self.archive.athreads()
@@ -262,13 +296,10 @@ class SaverReads:
 
         async def listed() -> dict[str, tuple[list[str], W.Objects]]:
             early = {x: reads.early.pop((at, x)) for x in lg if (at, x) in reads.early}
-            if at not in reads.writes and len(lg) - len(early) >= INDEX_FROM:
-                reads.writes[at] = await W.index_thread(self.store, at)
-            if at in reads.writes:
-                index = reads.writes[at]
-                names = {x: index.get(layout.writes_dir(at, x), []) for x in lg if x not in early}
+            rest = [x for x in lg if x not in early]
+            if len(rest) >= INDEX_FROM:  # one LIST for the thread (which history walks keep: write_names)
+                names = await self.write_names(at, rest, [], fresh=True)
             else:
-                rest = [x for x in lg if x not in early]
                 names = dict(zip(rest, await asyncio.gather(*(W.names(self.store, at, x) for x in rest)), strict=True))
             leaves = [x for x in names if not grandkids(x)]  # likely carried by no state: read now
             got = await asyncio.gather(*(W.fetch(self.contents, at, x, names[x]) for x in leaves))

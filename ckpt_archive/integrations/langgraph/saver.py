@@ -37,7 +37,6 @@ from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnkno
 from ...model import Checkpoint
 from ...ops.reads import cached_head, manifest
 from ...ops.save import parent_blobs
-from . import history
 from . import writes as W
 from .encoding import (
     LG_KEY,
@@ -48,7 +47,7 @@ from .encoding import (
 )
 from .history import History, collect_history
 from .maintenance import Maintenance
-from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
+from .reading import MEMOS, Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
 from .reading import record_lg_ids as lg_ids_of
 from .serde import AllowedTypes, check_serde, keys_of, strict_serde
 
@@ -102,7 +101,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
         # (archive thread, lg id) -> (its lg parent, its write objects that landed and no commit carries yet)
-        self._memo: dict[str, OrderedDict[tuple[str, ...], Any]] = {k: OrderedDict() for k in history.MEMOS}
+        self._memo: dict[str, OrderedDict[tuple[str, ...], Any]] = {k: OrderedDict() for k in MEMOS}
         # history.py: what walks learnt of records that never change (carried writes, seed entries)
         self._unsure: dict[tuple[str, str], Checkpoint] = {}  # (archive thread, lg id) -> record whose commit
         # raised CommitOutcomeUnknown: the same put again saves that record again, which the archive
