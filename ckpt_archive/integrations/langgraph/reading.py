@@ -42,6 +42,8 @@ class Reads:
     manifests: dict[str, Manifest] = field(default_factory=dict)
     infos: dict[str, list[CheckpointInfo]] = field(default_factory=dict)
     """Each archive thread's listing (its children show which states carry a checkpoint's writes)."""
+    listed: set[str] = field(default_factory=set)
+    """Archive threads whose write objects this call listed (``write_names``: once per call)."""
     early: dict[tuple[str, str], asyncio.Task[W.Objects]] = field(default_factory=dict)
     """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
     raw: dict[str, bytes] = field(default_factory=dict)
@@ -297,8 +299,9 @@ class SaverReads:
         async def listed() -> dict[str, tuple[list[str], W.Objects]]:
             early = {x: reads.early.pop((at, x)) for x in lg if (at, x) in reads.early}
             rest = [x for x in lg if x not in early]
-            if len(rest) >= INDEX_FROM:  # one LIST for the thread (which history walks keep: write_names)
-                names = await self.write_names(at, rest, [], fresh=True)
+            if at in reads.listed or len(rest) >= INDEX_FROM:  # one LIST of the thread per call
+                names = await self.write_names(at, rest, [], fresh=at not in reads.listed)
+                reads.listed.add(at)
             else:
                 names = dict(zip(rest, await asyncio.gather(*(W.names(self.store, at, x) for x in rest)), strict=True))
             leaves = [x for x in names if not grandkids(x)]  # likely carried by no state: read now
