@@ -181,3 +181,57 @@ def test_history_never_builds_a_state_for_the_seed_search() -> None:
     h = reader.get_delta_channel_history(config=cfg, channels=["d"])["d"]
     assert [w[2] for w in h["writes"]] == [f"w{i}" for i in range(60)]
     assert len(built) <= 3, built  # the new record and its parent's and grandparent's carriers
+
+
+def test_list_validates_each_message_once_and_shares_no_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``list()`` of an ``add_messages`` thread returns every checkpoint's whole message list (~n^2/2
+    messages): each stored message is validated once per call and then copied, so the tuples equal
+    those read one by one and no two share a message or any list or dict inside one (before: every
+    message of every checkpoint validated again: 1,365 for 30 steps)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph.message import add_messages
+
+    from ckpt_archive.integrations.langgraph import values as V
+
+    fields = {"messages": Annotated[list[Any], add_messages], "step": int}
+    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
+
+    def chat(s: dict[str, Any]) -> dict[str, Any]:
+        i = s.get("step", -1) + 1
+        call = [{"name": "calc", "args": {"a": i}, "id": f"call-{i}"}]
+        kind = HumanMessage(f"q{i}", id=f"h{i}") if i % 2 else AIMessage(f"a{i}", id=f"a{i}", tool_calls=call)
+        return {"messages": [kind], "step": i}
+
+    g: Any = StateGraph(State)
+    g.add_node("chat", chat)
+    g.add_edge(START, "chat")
+    g.add_edge("chat", END)
+    url = "memory://lg-list-messages-once"
+    app = g.compile(checkpointer=ArchiveSaver.from_url(url))
+    for _ in range(30):
+        app.invoke({}, _config(), durability="sync")
+    validated = 0
+    plain = V.decode_message
+
+    def counted(cell: Any, where: str) -> Any:
+        nonlocal validated
+        validated += 1
+        return plain(cell, where)
+
+    monkeypatch.setattr(V, "decode_message", counted)
+    listed = list(ArchiveSaver.from_url(url).list(_config()))
+    assert len(listed) >= 60 and validated <= 2 * 30 + 5, validated  # each message once (values, writes)
+    monkeypatch.setattr(V, "decode_message", plain)
+    one_by_one = ArchiveSaver.from_url(url)
+    seen: dict[int, str] = {}
+    for tup in listed:
+        alone = one_by_one.get_tuple(tup.config)
+        assert alone is not None and alone.checkpoint == tup.checkpoint and alone.pending_writes == tup.pending_writes
+        for m in tup.checkpoint["channel_values"].get("messages", []):
+            for part in (m, m.additional_kwargs, m.response_metadata, getattr(m, "tool_calls", None)):
+                if part is not None:
+                    assert id(part) not in seen, (m.id, seen.get(id(part)))
+                    seen[id(part)] = str(m.id)
+            if getattr(m, "tool_calls", None):
+                assert id(m.tool_calls[0]) not in seen and id(m.tool_calls[0]["args"]) not in seen
+                seen[id(m.tool_calls[0])] = seen[id(m.tool_calls[0]["args"])] = str(m.id)

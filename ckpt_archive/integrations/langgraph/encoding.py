@@ -26,6 +26,7 @@ from __future__ import annotations
 import binascii
 from typing import Any
 
+import orjson
 import pybase64  # SIMD base64: decoding a 1,000-message history was a fifth of a load
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -73,14 +74,25 @@ class SerdeCodec:
     """
 
     RAW_LIMIT = 200_000
+    MESSAGES_LIMIT = 20_000
+    """Messages a ``messages`` memo holds before it starts over."""
 
     def __init__(
-        self, serde: Any, raw: dict[str, bytes] | None = None, limit: int = RAW_LIMIT, where: str = ""
+        self,
+        serde: Any,
+        raw: dict[str, bytes] | None = None,
+        limit: int = RAW_LIMIT,
+        where: str = "",
+        messages: dict[bytes, BaseMessage] | None = None,
     ) -> None:
         self.serde = serde
         self.raw = raw
         self.limit = limit
         self.where = where
+        self.messages = messages
+        """Messages decoded so far, by the JSON text of their cell: a listed history holds the same
+        messages in every checkpoint (~n^2/2 of them), each is validated once and then copied afresh
+        (``values.fresh_copy``)."""
         self.readable = type(serde) is JsonPlusSerializer
         """Values as JSON where exact (``values.py``): only with LangGraph's plain serde, whose output is
         readable anyway; any other (``EncryptedSerializer``, a serde of the user's own) sees every value."""
@@ -89,7 +101,7 @@ class SerdeCodec:
         """This codec (same serde, same cache), naming in its errors the checkpoint it decodes."""
         ns = f", namespace {checkpoint_ns!r}" if checkpoint_ns else ""
         cid = f", checkpoint {checkpoint_id!r}" if checkpoint_id else ""
-        return SerdeCodec(self.serde, self.raw, self.limit, f" of thread {thread_id!r}{ns}{cid}")
+        return SerdeCodec(self.serde, self.raw, self.limit, f" of thread {thread_id!r}{ns}{cid}", self.messages)
 
     def _keep(self, text: str, data: bytes) -> None:
         if self.raw is not None:
@@ -224,7 +236,7 @@ class SerdeCodec:
             raise CheckpointError(f"stored LangGraph value{self.where} is malformed: {str(cell)[:100]}")
         tag = V.tag_of(cell, self.where)
         if tag is None:
-            return V.decode_message(cell, self.where)
+            return self._message(cell)
         if tag == V.JSON:
             return json_copy(cell[V.JSON], "stored LangGraph value")  # a private copy: states are cached
         if depth >= V.MAX_NESTING:
@@ -240,6 +252,20 @@ class SerdeCodec:
         if tag == V.SNAPSHOT:
             return V.delta_snapshot(self.decode(inner, depth + 1))
         raise CheckpointError(f"stored LangGraph value{self.where} is malformed: {str(cell)[:100]}")
+
+    def _message(self, cell: dict[str, Any]) -> BaseMessage:
+        memo = self.messages
+        if memo is None:
+            return V.decode_message(cell, self.where)
+        text = orjson.dumps(cell)
+        held = memo.get(text)
+        if held is not None:
+            return V.fresh_copy(held)
+        message = V.decode_message(cell, self.where)
+        if len(memo) >= self.MESSAGES_LIMIT:
+            memo.clear()
+        memo[text] = message
+        return V.fresh_copy(message)  # the kept one is never handed out: nobody can change it
 
     def _items(self, cells: list[Any], depth: int) -> list[Any]:
         """List elements, serde pairs decoded in one ``loads_many`` (a listed history decodes ~n^2/2)."""

@@ -48,6 +48,8 @@ class Reads:
     """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
     raw: dict[str, bytes] = field(default_factory=dict)
     """Decoded base64 of the values seen so far (``SerdeCodec.raw``)."""
+    messages: dict[bytes, Any] = field(default_factory=dict)
+    """Messages decoded so far, by their cell (``SerdeCodec.messages``)."""
 
     def start_writes(self, contents: Contents, at: str, lg_id: str) -> None:
         self.early[(at, lg_id)] = asyncio.ensure_future(W.read_folder(contents, at, lg_id))
@@ -341,7 +343,7 @@ class SaverReads:
     async def tuples(self, selected: Sequence[Selected], reads: Reads) -> list[CheckpointTuple]:
         """Tuples of listed checkpoints, in the given order: per archive thread, the states are built
         in one walk while the pending writes no state carries are read alongside."""
-        codec = SerdeCodec(self.serde, reads.raw)
+        codec = SerdeCodec(self.serde, reads.raw, messages=reads.messages)
         by_at: dict[str, list[CheckpointInfo]] = {}
         for at, info in selected:
             by_at.setdefault(at, []).append(info)
