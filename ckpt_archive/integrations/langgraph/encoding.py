@@ -74,7 +74,7 @@ class SerdeCodec:
     """
 
     RAW_LIMIT = 200_000
-    MESSAGES_LIMIT = 20_000
+    MESSAGES_LIMIT = 8_192
     """Messages a ``messages`` memo holds before it starts over."""
 
     def __init__(

@@ -48,8 +48,6 @@ class Reads:
     """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
     raw: dict[str, bytes] = field(default_factory=dict)
     """Decoded base64 of the values seen so far (``SerdeCodec.raw``)."""
-    messages: dict[bytes, Any] = field(default_factory=dict)
-    """Messages decoded so far, by their cell (``SerdeCodec.messages``)."""
 
     def start_writes(self, contents: Contents, at: str, lg_id: str) -> None:
         self.early[(at, lg_id)] = asyncio.ensure_future(W.read_folder(contents, at, lg_id))
@@ -149,6 +147,9 @@ class SaverReads:
     _state_cache: int
     _known: dict[str, dict[str, tuple[str, int]]]
     _writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]]
+    _messages: dict[bytes, Any]
+    """Messages this saver validated, by their cell's JSON text (``SerdeCodec.messages``): handed out
+    as fresh copies only, so reads share no object with each other."""
     _memo: dict[str, OrderedDict[tuple[str, ...], Any]]
     """What history walks learnt of records that do not change (history.py): carried writes, seeds."""
 
@@ -343,7 +344,7 @@ class SaverReads:
     async def tuples(self, selected: Sequence[Selected], reads: Reads) -> list[CheckpointTuple]:
         """Tuples of listed checkpoints, in the given order: per archive thread, the states are built
         in one walk while the pending writes no state carries are read alongside."""
-        codec = SerdeCodec(self.serde, reads.raw, messages=reads.messages)
+        codec = SerdeCodec(self.serde, reads.raw, messages=self._messages)
         by_at: dict[str, list[CheckpointInfo]] = {}
         for at, info in selected:
             by_at.setdefault(at, []).append(info)

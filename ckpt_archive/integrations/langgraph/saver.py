@@ -101,6 +101,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
         # (archive thread, lg id) -> (its lg parent, its write objects that landed and no commit carries yet)
+        self._messages: dict[bytes, Any] = {}  # SerdeCodec.messages: validated once, copied afresh
         self._memo: dict[str, OrderedDict[tuple[str, ...], Any]] = {k: OrderedDict() for k in MEMOS}
         # history.py: what walks learnt of records that never change (carried writes, seed entries)
         self._unsure: dict[tuple[str, str], Checkpoint] = {}  # (archive thread, lg id) -> record whose commit
@@ -241,7 +242,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         m = await manifest(self.archive.engine, at)  # one manifest read for the whole walk
         wanted = get_checkpoint_id(config) or max((lg_ids_of(r)[0] for r in m.records.values()), default=None)
         history: dict[str, History] = await collect_history(self, at, m, wanted, channels)
-        codec = self.codec.at(*target(config)[:2], wanted)
+        codec = SerdeCodec(self.serde, messages=self._messages).at(*target(config)[:2], wanted)
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
             h = history[ch]
