@@ -83,7 +83,7 @@ class SerdeCodec:
         raw: dict[str, bytes] | None = None,
         limit: int = RAW_LIMIT,
         where: str = "",
-        messages: dict[bytes, BaseMessage] | None = None,
+        messages: dict[bytes, BaseMessage | None] | None = None,
     ) -> None:
         self.serde = serde
         self.raw = raw
@@ -91,8 +91,8 @@ class SerdeCodec:
         self.where = where
         self.messages = messages
         """Messages decoded so far, by the JSON text of their cell: a listed history holds the same
-        messages in every checkpoint (~n^2/2 of them), each is validated once and then copied afresh
-        (``values.fresh_copy``)."""
+        messages in every checkpoint (~n^2/2 of them), each is validated at most twice and then copied
+        afresh (``values.fresh_copy``)."""
         self.readable = type(serde) is JsonPlusSerializer
         """Values as JSON where exact (``values.py``): only with LangGraph's plain serde, whose output is
         readable anyway; any other (``EncryptedSerializer``, a serde of the user's own) sees every value."""
@@ -258,20 +258,25 @@ class SerdeCodec:
         if memo is None:
             return V.decode_message(cell, self.where)
         text = orjson.dumps(cell)
-        held = memo.get(text)
-        if held is not None:
+        held = memo.get(text, _UNSEEN)
+        if held is not None and held is not _UNSEEN:
             return V.fresh_copy(held)
         message = V.decode_message(cell, self.where)
         if len(memo) >= self.MESSAGES_LIMIT:
             memo.clear()
-        memo[text] = message
-        return V.fresh_copy(message)  # the kept one is never handed out: nobody can change it
+        # seen once: only noted (a read that meets each message once pays no copy); seen again: a copy
+        # is kept, never handed out, so nobody can change it
+        memo[text] = None if held is _UNSEEN else V.fresh_copy(message)
+        return message
 
     def _items(self, cells: list[Any], depth: int) -> list[Any]:
         """List elements, serde pairs decoded in one ``loads_many`` (a listed history decodes ~n^2/2)."""
         if all(type(c) is list for c in cells):
             return self.loads_many(cells)
         return [self.decode(c, depth) for c in cells]
+
+
+_UNSEEN: Any = object()
 
 
 def _blob(typ: str, data: bytes) -> Blob:
