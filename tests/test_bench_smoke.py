@@ -160,3 +160,14 @@ def test_bytes_benchmark_accounts_for_every_byte(tmp_path: Path) -> None:
     assert 0 < after <= sum(v["bytes"] for v in native["written"].values())
     assert sum(v["bytes"] for v in native["after_maintenance"].values()) > 0  # compact (tier merges) + gc
     assert "| native |" in (tmp_path / "bytes.md").read_text()
+
+
+@pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
+def test_history_benchmark_smoke(tmp_path: Path) -> None:
+    """Requests per ``get_delta_channel_history`` call, counted at a moto server (bench_history.py; issue 21)."""
+    cmd = [sys.executable, str(BENCH / "bench_history.py"), "--turns", "4", "--out", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
+    data = json.loads((tmp_path / "history.json").read_text())
+    assert data["turns"] == 4 and len(data["warm"]) == 3  # the first turn has no history to read
+    assert data["warm_max"] <= 3 and sum(data["cold"].values()) > 0

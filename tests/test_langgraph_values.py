@@ -24,7 +24,6 @@ pytest.importorskip("langgraph")
 import duckdb
 import orjson
 import pyarrow.parquet as pq
-import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -54,7 +53,9 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 
 import ckpt_archive as ca
+from ckpt_archive import codec
 from ckpt_archive.analysis import delta_glob
+from ckpt_archive.format import layout
 from ckpt_archive.integrations.langgraph import ArchiveSaver, UnreadableValue, strict_serde
 from ckpt_archive.integrations.langgraph.encoding import SerdeCodec
 
@@ -364,7 +365,7 @@ def _plaintext(saver: ArchiveSaver) -> bytes:
         data = asyncio.run(saver.store.get(key))
         assert data is not None
         if data[:4] == b"\x28\xb5\x2f\xfd":
-            data = zstandard.ZstdDecompressor().decompressobj().decompress(data)
+            data = codec.decompress(data, kind=layout.kind_of(key) or "object")  # log documents: the dictionary
         elif data[:4] == b"PAR1":
             data = str(pq.read_table(io.BytesIO(data)).to_pylist()).encode()
         out.append(data)

@@ -194,7 +194,7 @@ async def contents(
     read here.
     """
     if m is None:
-        m = (await listing(engine, thread_id))[0]
+        m = await manifest(engine, thread_id)
     order = {cid: i for i, cid in enumerate(m.records)}
     wanted = sorted({c for c in checkpoint_ids if c in order}, key=order.__getitem__)
     reader = engine.contents.reader(thread_id)

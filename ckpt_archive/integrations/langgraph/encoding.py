@@ -26,6 +26,7 @@ from __future__ import annotations
 import binascii
 from typing import Any
 
+import orjson
 import pybase64  # SIMD base64: decoding a 1,000-message history was a fifth of a load
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -37,7 +38,8 @@ from . import values as V
 from .serde import UnreadableValue, check_encoding
 
 LG_KEY = RESERVED_PREFIX + "langgraph"
-"""Record metadata key holding ``{"id": langgraph checkpoint id, "parent": its parent id}``."""
+"""Record metadata key holding ``{"id": langgraph checkpoint id, "parent": its parent id, "values":
+[channels stored with a value]}``."""
 
 Blob = list[str]  # [type, base64 bytes]
 
@@ -72,6 +74,8 @@ class SerdeCodec:
     """
 
     RAW_LIMIT = 200_000
+    MESSAGES_LIMIT = 8_192
+    """Messages a ``messages`` memo holds before it starts over."""
 
     def __init__(
         self,
@@ -80,6 +84,7 @@ class SerdeCodec:
         limit: int = RAW_LIMIT,
         where: str = "",
         texts: V.Texts | None = None,
+        messages: dict[bytes, BaseMessage | None] | None = None,
     ) -> None:
         self.serde = serde
         self.raw = raw
@@ -87,6 +92,10 @@ class SerdeCodec:
         """Canonical texts of ``json`` cells by id (``values.plain_cell``), kept by the saver between puts."""
         self.limit = limit
         self.where = where
+        self.messages = messages
+        """Messages decoded so far, by the JSON text of their cell: a listed history holds the same
+        messages in every checkpoint (~n^2/2 of them), each is validated at most twice and then copied
+        afresh (``values.fresh_copy``)."""
         self.readable = type(serde) is JsonPlusSerializer
         """Values as JSON where exact (``values.py``): only with LangGraph's plain serde, whose output is
         readable anyway; any other (``EncryptedSerializer``, a serde of the user's own) sees every value."""
@@ -95,7 +104,8 @@ class SerdeCodec:
         """This codec (same serde, same cache), naming in its errors the checkpoint it decodes."""
         ns = f", namespace {checkpoint_ns!r}" if checkpoint_ns else ""
         cid = f", checkpoint {checkpoint_id!r}" if checkpoint_id else ""
-        return SerdeCodec(self.serde, self.raw, self.limit, f" of thread {thread_id!r}{ns}{cid}", self.texts)
+        where = f" of thread {thread_id!r}{ns}{cid}"
+        return SerdeCodec(self.serde, self.raw, self.limit, where, self.texts, self.messages)
 
     def _keep(self, text: str, data: bytes) -> None:
         if self.raw is not None:
@@ -230,7 +240,7 @@ class SerdeCodec:
             raise CheckpointError(f"stored LangGraph value{self.where} is malformed: {str(cell)[:100]}")
         tag = V.tag_of(cell, self.where)
         if tag is None:
-            return V.decode_message(cell, self.where)
+            return self._message(cell)
         if tag == V.JSON:
             return json_copy(cell[V.JSON], "stored LangGraph value")  # a private copy: states are cached
         if depth >= V.MAX_NESTING:
@@ -247,11 +257,30 @@ class SerdeCodec:
             return V.delta_snapshot(self.decode(inner, depth + 1))
         raise CheckpointError(f"stored LangGraph value{self.where} is malformed: {str(cell)[:100]}")
 
+    def _message(self, cell: dict[str, Any]) -> BaseMessage:
+        memo = self.messages
+        if memo is None:
+            return V.decode_message(cell, self.where)
+        text = orjson.dumps(cell)
+        held = memo.get(text, _UNSEEN)
+        if held is not None and held is not _UNSEEN:
+            return V.fresh_copy(held)
+        message = V.decode_message(cell, self.where)
+        if len(memo) >= self.MESSAGES_LIMIT:
+            memo.clear()
+        # seen once: only noted (a read that meets each message once pays no copy); seen again: a copy
+        # is kept, never handed out, so nobody can change it
+        memo[text] = None if held is _UNSEEN else V.fresh_copy(message)
+        return message
+
     def _items(self, cells: list[Any], depth: int) -> list[Any]:
         """List elements, serde pairs decoded in one ``loads_many`` (a listed history decodes ~n^2/2)."""
         if all(type(c) is list for c in cells):
             return self.loads_many(cells)
         return [self.decode(c, depth) for c in cells]
+
+
+_UNSEEN: Any = object()
 
 
 def _blob(typ: str, data: bytes) -> Blob:

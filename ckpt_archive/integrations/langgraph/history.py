@@ -5,17 +5,39 @@ at the nearest ancestor whose stored entry has a value (the *seed*); that ancest
 still collected. A checkpoint kept by ``prune``/``delete_for_runs`` whose ancestors went away carries
 the history it needed in ``state["folded"]`` (seed and writes, as blobs), which ends the walk the same
 way, so pruning never silently empties a ``DeltaChannel``.
+
+The walk is planned on the manifest alone: each record's LangGraph metadata lists the channels it
+stores a value for (``values``, written by ``ArchiveSaver._put``), so the ancestors up to the seed are
+known before anything is read. Then, in one round trip, the states that hold what the walk needs are
+built together (``ops.reads.contents``; served from the caches when held): the seeds', and the states
+carrying the ancestors' writes (their own, children's and grandchildren's, ``writes.py``), while the
+objects' names are read (``SaverReads.write_names``: one LIST of the thread the first time a saver
+reads it, then only the folders of the ancestors without a grandchild, such as the target's parent,
+whose writes may land during the target's put). Only the objects no state carries are read apart, in
+a second round trip when there are any. What a walk learns of records and objects that never change
+(the carried writes of an ancestor, keyed by the records that carry them; a seed's entry; an object
+read apart) is kept by the saver (``_memo``), so the walk at the start of each turn reads the
+manifest probe and one folder, whatever the distance to the seed (spec.md section 11, "History
+walks", says what a saver so does not see).
+
+Records written without ``values``, or whose state was replaced (version > 1), and the one record of a
+walk that may hold ``folded`` (the oldest, when its LangGraph parent is not in the thread: removed by a
+prune) are read to decide.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...model import CheckpointInfo
+from ...format.manifest import Record
 from ...ops.reads import Manifest
 from . import writes as W
-from .reading import Reads, SaverReads, lg_ids
+from .encoding import LG_KEY
+from .reading import SaverReads, record_lg_ids
+from .reading import remember as _remember
 
 
 @dataclass
@@ -36,94 +58,184 @@ class History:
         return cls(doc.get("seed"), [(w[0], w[1], w[2]) for w in doc.get("writes", [])])
 
 
-BATCH = 16
-"""Ancestors whose states and writes are read concurrently during a walk."""
+MEMO_WRITES = 4096
+"""Ancestors whose carried writes a saver keeps (``_memo``): a few MB for 1 KB messages."""
+MEMO_SEEDS = 16
+"""Seed entries a saver keeps (a ``_DeltaSnapshot`` holds the whole list as of its checkpoint)."""
 
 
 def _has_value(entry: Any) -> bool:
     return entry is not None
 
 
-def _ancestors(index: dict[str, CheckpointInfo], cursor: str | None) -> list[CheckpointInfo]:
-    """The parent chain from the manifest records alone (LangGraph parent ids are in their metadata)."""
-    out: list[CheckpointInfo] = []
-    seen: set[str] = set()
-    while cursor is not None and cursor not in seen:
-        info = index.get(cursor)
-        if info is None:
-            break
-        seen.add(cursor)
-        out.append(info)
-        cursor = lg_ids(info)[1]
-    return out
+def _ends(rec: Record) -> set[str] | None:
+    """The channels ``rec`` stores a value for, from its metadata; None when only its state can say
+    (no ``values``, or a state replaced since its put: version > 1)."""
+    values = ((rec.get("metadata") or {}).get(LG_KEY) or {}).get("values")
+    if type(values) is not list or int(rec.get("version", 1)) != 1:
+        return None
+    return {v for v in values if type(v) is str}
 
 
-def _step(
-    state: dict[str, Any],
-    entries: list[W.Entry],
-    remaining: set[str],
-    result: dict[str, History],
-    newest_first: dict[str, list[tuple[str, str, Any]]],
-) -> None:
-    """One ancestor: collect its writes, then stop the channels it holds a value (or a fold) for."""
-    stored = state.get("channels", {})
-    for task_id, _, channel, blob, _ in reversed(entries):
-        if channel in remaining:
-            newest_first[channel].append((task_id, channel, blob))
-    folded = state.get("folded") or {}
-    for ch in list(remaining):
-        if _has_value(stored.get(ch)):
-            result[ch].seed = stored[ch]
-        elif ch in folded:
-            old = History.from_json(folded[ch])
-            newest_first[ch].extend(reversed(old.writes))
-            result[ch].seed = old.seed
-        else:
-            continue
-        remaining.discard(ch)
+def _version(rec: Record) -> str:
+    return f"{rec['id']}@{int(rec.get('version', 1))}"
+
+
+class Lineage:
+    """The LangGraph lineage of one archive thread, from its manifest records (nothing else built)."""
+
+    def __init__(self, m: Manifest) -> None:
+        self.by_lg: dict[str, Record] = {}
+        self.kids: dict[str, list[Record]] = {}
+        for rec in m.records.values():
+            lg, parent = record_lg_ids(rec)
+            self.by_lg[lg] = rec  # a later put of the same id replaces the earlier one
+            if parent is not None:
+                self.kids.setdefault(parent, []).append(rec)  # every record, replaced ones too
+
+    def ancestors(self, cursor: str | None) -> list[Record]:
+        out: list[Record] = []
+        seen: set[str] = set()
+        while cursor is not None and cursor not in seen:
+            rec = self.by_lg.get(cursor)
+            if rec is None:
+                break
+            seen.add(cursor)
+            out.append(rec)
+            cursor = record_lg_ids(rec)[1]
+        return out
+
+    def orphan(self, rec: Record) -> bool:
+        """Is ``rec``'s LangGraph parent gone from the thread (a prune)? Only such a record holds ``folded``."""
+        parent = record_lg_ids(rec)[1]
+        return parent is not None and parent not in self.by_lg
+
+    def grandkids(self, lg_id: str) -> list[Record]:
+        return [g for k in self.kids.get(lg_id, []) for g in self.kids.get(record_lg_ids(k)[0], [])]
+
+    def carriers(self, lg_id: str) -> list[Record]:
+        """The records whose states may carry ``lg_id``'s writes: its own, its children's, its grandchildren's."""
+        own = self.by_lg.get(lg_id)
+        found = [*([own] if own is not None else []), *self.kids.get(lg_id, []), *self.grandkids(lg_id)]
+        return list({r["id"]: r for r in found}.values())
 
 
 async def collect_history(
-    saver: SaverReads,
-    at: str,
-    index: dict[str, CheckpointInfo],
-    target: str | None,
-    channels: list[str],
-    m: Manifest | None = None,
-    reads: Reads | None = None,
+    saver: SaverReads, at: str, m: Manifest, target: str | None, channels: Iterable[str], *, exact: bool = False
 ) -> dict[str, History]:
-    """``m``: the manifest ``index`` was listed from, so that the walk's batches read no other (without
-    it each batch reads the thread's manifest again, as a walk over a thread being rewritten must).
-    ``reads``: what the call has read (its ``infos[at]``: the whole listing, so that a fork's children
-    count as carriers of their parent's writes); by default the records of ``index``.
+    """The history of ``channels`` at LangGraph checkpoint ``target`` of archive thread ``at``, from
+    its manifest ``m`` (the module docstring says what is read).
 
-    An ancestor's pending writes are carried by its children's states (the walk's previous checkpoint
-    among them), built in the same walk as the batch; only objects no state carries are read apart,
-    found by one recursive LIST of the thread for the whole walk."""
-    if reads is None:
-        reads = Reads(infos={at: list(index.values())})
+    ``exact``: also the objects of every ancestor that no state carries (found by one recursive LIST
+    of the thread's writes): what a prune folds into the checkpoint it keeps, before it deletes the
+    ancestors' objects."""
+    channels = list(channels)
     result = {ch: History() for ch in channels}
-    remaining = set(channels)
-    newest_first: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
-    info = index.get(target) if target else None
+    lineage = Lineage(m)
+    info = lineage.by_lg.get(target) if target else None
     if info is None:
         return result
-    state = (await saver.states(at, [info.checkpoint_id], m)).get(info.checkpoint_id) or {}
-    for ch, doc in (state.get("folded") or {}).items():
-        if ch in remaining:
-            result[ch] = History.from_json(doc)
-            remaining.discard(ch)
-    ancestors = _ancestors(index, lg_ids(info)[1])
-    for start in range(0, len(ancestors), BATCH):
+    remaining = set(channels)
+    if lineage.orphan(info):  # a kept checkpoint of a prune: its fold ends the walk first
+        state = (await saver.states(at, [info["id"]], m)).get(info["id"]) or {}
+        for ch, doc in (state.get("folded") or {}).items():
+            if ch in remaining:
+                result[ch] = History.from_json(doc)
+                remaining.discard(ch)
+    memo, seed_memo = saver._memo["writes"], saver._memo["seeds"]
+    seeds: dict[tuple[str, str], Any] = {}  # (record id, channel) -> its entry, known without its state
+    # plan: the ancestors up to every channel's seed, and what must be read of them
+    span: list[Record] = []
+    need: set[str] = set()  # record ids whose states are read
+    planning = set(remaining)
+    for a in lineage.ancestors(record_lg_ids(info)[1]):
+        if not planning:
+            break
+        span.append(a)
+        ends = _ends(a)
+        if ends is None or lineage.orphan(a):
+            need.add(a["id"])  # its state says which channels it ends (values, folded)
+        for ch in planning & (ends or set()):
+            key = (at, _version(a), ch)
+            if key in seed_memo:
+                seed_memo.move_to_end(key)
+                seeds[(a["id"], ch)] = seed_memo[key]
+            else:
+                need.add(a["id"])
+        planning -= ends or set()
+    carried: dict[str, W.Objects] = {}
+    keys: dict[str, tuple[str, ...]] = {}
+    for a in span:
+        x = record_lg_ids(a)[0]
+        carriers = lineage.carriers(x)
+        keys[x] = (at, x, *sorted(_version(r) for r in carriers))
+        held = memo.get(keys[x])
+        if held is not None:
+            memo.move_to_end(keys[x])
+            carried[x] = held
+        else:
+            need.update(r["id"] for r in carriers)
+    lgs = [record_lg_ids(a)[0] for a in span]
+    recent = [x for x in lgs if not lineage.grandkids(x)]
+
+    # read: the states, and the objects' names, in one round trip
+    states, names = await asyncio.gather(saver.states(at, sorted(need), m), saver.write_names(at, lgs, recent, exact))
+    for a in span:
+        x = record_lg_ids(a)[0]
+        if x not in carried:
+            objects: W.Objects = {}
+            for r in lineage.carriers(x):
+                objects.update(W.carried(states.get(r["id"]), x, f"checkpoint {r['id']!r} of thread {at!r}"))
+            carried[x] = objects
+            _remember(memo, keys[x], objects, MEMO_WRITES)
+    # then the objects no state carries (the target's parent's, landed during the target's put), once
+    object_memo = saver._memo["objects"]
+    read: dict[str, W.Objects] = {}
+    todo: dict[str, list[str]] = {}
+    for x in lgs:
+        for n in names[x]:
+            if n in carried[x]:
+                continue
+            held = object_memo.get((at, x, n))
+            if held is not None:
+                read.setdefault(x, {})[n] = held
+            else:
+                todo.setdefault(x, []).append(n)
+    got = await asyncio.gather(*(W.fetch(saver.contents, at, x, ns) for x, ns in todo.items()))
+    for x, objs in zip(todo, got, strict=True):
+        read.setdefault(x, {}).update(objs)
+        for n, obj in objs.items():
+            _remember(object_memo, (at, x, n), obj, MEMO_WRITES)
+        if objs and x in recent:  # the next put of a (grand)child carries these
+            saver.known_writes(at, x, record_lg_ids(lineage.by_lg[x])[1], objs)
+
+    # scan, newest first, as InMemorySaver does
+    newest_first: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
+    for a in span:
         if not remaining:
             break
-        batch = ancestors[start : start + BATCH]  # fetched concurrently, scanned newest first
-        states, objects = await saver.pending(at, batch, reads, m)
-        for a in batch:
-            if not remaining:
-                break
-            entries = W.merge(objects[lg_ids(a)[0]])
-            _step(states.get(a.checkpoint_id) or {}, entries, remaining, result, newest_first)
+        x = record_lg_ids(a)[0]
+        for task_id, _, channel, blob, _ in reversed(W.merge({**carried[x], **read.get(x, {})})):
+            if channel in remaining:
+                newest_first[channel].append((task_id, channel, blob))
+        state = states.get(a["id"])
+        stored = (state or {}).get("channels", {})
+        folded = (state or {}).get("folded") or {}
+        ends = _ends(a) if state is None else {ch for ch in remaining if _has_value(stored.get(ch))}
+        for ch in list(remaining):
+            if ends is not None and ch in ends:
+                if state is not None:
+                    result[ch].seed = stored[ch]
+                    _remember(seed_memo, (at, _version(a), ch), stored[ch], MEMO_SEEDS)
+                else:
+                    result[ch].seed = seeds[(a["id"], ch)]
+            elif ch in folded:
+                old = History.from_json(folded[ch])
+                newest_first[ch].extend(reversed(old.writes))
+                result[ch].seed = old.seed
+            else:
+                continue
+            remaining.discard(ch)
     for ch, collected in newest_first.items():
         if collected:  # channels folded at the target itself collected nothing here
             result[ch].writes = list(reversed(collected))

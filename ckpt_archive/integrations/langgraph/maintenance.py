@@ -18,6 +18,7 @@ from ...errors import CheckpointError
 from ...format import layout
 from ...model import Checkpoint, CheckpointInfo
 from ...ops.gc import check_grace
+from ...ops.reads import manifest
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, split_thread
 from .history import _has_value, collect_history
@@ -49,7 +50,8 @@ class Maintenance:
     async def _fold(self, at: str, index: dict[str, CheckpointInfo], lg_id: str) -> dict[str, Any]:
         state = await self.saver.state(index[lg_id].checkpoint_id, at) or {}
         channels = _unvalued_channels(self.saver.codec, state)
-        history = await collect_history(self.saver, at, index, lg_id, channels)
+        m = await manifest(self.saver.archive.engine, at)
+        history = await collect_history(self.saver, at, m, lg_id, channels, exact=True)
         return {ch: h.to_json() for ch, h in history.items() if h.seed is not None or h.writes}
 
     async def _remove(self, at: str, infos: list[CheckpointInfo], removed: list[CheckpointInfo]) -> None:

@@ -24,7 +24,7 @@ from ...archive import ArchiveCheckpointer
 from ...engine.contents import Contents
 from ...errors import InvalidIdentifier
 from ...format import layout
-from ...format.manifest import Manifest
+from ...format.manifest import Manifest, Record
 from ...model import CheckpointInfo
 from ...storage import ObjectStore
 from . import writes as W
@@ -36,13 +36,13 @@ Selected = tuple[str, CheckpointInfo]
 @dataclass
 class Reads:
     """What one ``get_tuple``/``list`` call has read so far, so that it is read once: each archive
-    thread's manifest, and (``INDEX_FROM`` checkpoints of a thread on) the index of its writes."""
+    thread's manifest and listing (the index of its writes is the saver's: ``write_names``)."""
 
     manifests: dict[str, Manifest] = field(default_factory=dict)
     infos: dict[str, list[CheckpointInfo]] = field(default_factory=dict)
     """Each archive thread's listing (its children show which states carry a checkpoint's writes)."""
-    writes: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-    """Each archive thread's write objects by folder (``W.index_thread``), listed once per call."""
+    listed: set[str] = field(default_factory=set)
+    """Archive threads whose write objects this call listed (``write_names``: once per call)."""
     early: dict[tuple[str, str], asyncio.Task[W.Objects]] = field(default_factory=dict)
     """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
     raw: dict[str, bytes] = field(default_factory=dict)
@@ -81,8 +81,17 @@ def target(config: RunnableConfig | None) -> tuple[str, str, dict[str, Any]]:
 
 
 def lg_ids(info: CheckpointInfo) -> tuple[str, str | None]:
-    meta = info.metadata.get(LG_KEY) or {}
-    return str(meta.get("id", info.checkpoint_id)), meta.get("parent")
+    return _lg_of(info.metadata, info.checkpoint_id)
+
+
+def record_lg_ids(rec: Record) -> tuple[str, str | None]:
+    """``lg_ids`` of a manifest record (no ``CheckpointInfo`` built)."""
+    return _lg_of(rec.get("metadata") or {}, rec["id"])
+
+
+def _lg_of(metadata: dict[str, Any], checkpoint_id: str) -> tuple[str, str | None]:
+    meta = metadata.get(LG_KEY) or {}
+    return str(meta.get("id", checkpoint_id)), meta.get("parent")
 
 
 def is_top(info: CheckpointInfo) -> bool:
@@ -104,6 +113,22 @@ WRITES_KEPT = 64
 """Checkpoints whose write objects a saver keeps for the put of their child to carry."""
 
 
+MEMOS = ("writes", "seeds", "index", "objects")
+"""What a saver keeps of what it read (``SaverReads._memo``), all of records or objects that never
+change: carried writes by the records carrying them and seed entries (history.py), each archive
+thread's write objects' names (``write_names``), objects read apart."""
+MEMO_THREADS = 64
+"""Archive threads whose write objects' names a saver keeps (from one LIST of each, then kept up to date)."""
+
+
+def remember(memo: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...], value: Any, most: int) -> None:
+    """Keep ``value`` in one of the ``_memo`` maps, the least recently used dropped past ``most``."""
+    memo[key] = value
+    memo.move_to_end(key)
+    while len(memo) > most:
+        memo.popitem(last=False)
+
+
 def windows(selected: list[Selected]) -> Iterator[list[Selected]]:
     start, size = 0, _WINDOWS[0]
     while start < len(selected):
@@ -121,6 +146,11 @@ class SaverReads:
     _state_cache: int
     _known: dict[str, dict[str, tuple[str, int]]]
     _writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]]
+    _messages: dict[bytes, Any]
+    """Messages this saver validated, by their cell's JSON text (``SerdeCodec.messages``): handed out
+    as fresh copies only, so reads share no object with each other."""
+    _memo: dict[str, OrderedDict[tuple[str, ...], Any]]
+    """What history walks learnt of records that do not change (history.py): carried writes, seeds."""
 
     @property
     def codec(self) -> SerdeCodec:
@@ -141,6 +171,9 @@ class SaverReads:
     def known_writes(self, at: str, lg_id: str, parent: str | None, objects: W.Objects) -> None:
         """Write objects of a checkpoint that landed and no commit carries yet (put or read by this
         saver): the next put of its child or grandchild carries them (``carry``)."""
+        index = self._memo["index"].get((at,))
+        if index is not None:  # the names history walks know of (history.py): this object too
+            index.setdefault(layout.writes_dir(at, lg_id), set()).update(objects)
         key = (at, lg_id)
         old_parent, held = self._writes.pop(key, (parent, {}))
         self._writes[key] = (parent if parent is not None else old_parent, {**held, **objects})
@@ -175,6 +208,9 @@ class SaverReads:
         self._known.pop(at, None)
         for key in [k for k in self._writes if k[0] == at]:
             del self._writes[key]
+        for memo in self._memo.values():
+            for memo_key in [k for k in memo if k[0] == at]:
+                del memo[memo_key]
         for cid in checkpoint_ids:
             self._states.pop(cid, None)
 
@@ -213,6 +249,26 @@ class SaverReads:
                 out[cid] = state
         return out
 
+    async def write_names(
+        self, at: str, lg_ids: Sequence[str], recent: Sequence[str], fresh: bool = False
+    ) -> dict[str, list[str]]:
+        """The write objects' names of LangGraph checkpoints ``lg_ids`` of archive thread ``at``: from
+        one recursive LIST of the thread the first time this saver reads it (or ``fresh``), kept
+        (``_memo["index"]``) and told of every object the saver writes or reads (``known_writes``);
+        after that only the folders of ``recent`` (checkpoints without a grandchild, where writes of
+        other processes land) are listed again, concurrently."""
+        memo = self._memo["index"]
+        if fresh or (at,) not in memo:
+            found = await W.index_thread(self.store, at)
+            remember(memo, (at,), {f: set(ns) for f, ns in found.items()}, MEMO_THREADS)
+            return {x: found.get(layout.writes_dir(at, x), []) for x in lg_ids}
+        index = memo[(at,)]
+        memo.move_to_end((at,))
+        listed = await asyncio.gather(*(W.names(self.store, at, x) for x in recent))
+        for x, names in zip(recent, listed, strict=True):
+            index[layout.writes_dir(at, x)] = set(names)
+        return {x: sorted(index.get(layout.writes_dir(at, x), ())) for x in lg_ids}
+
     async def thread_ids(self, thread_id: str | None = None) -> list[str]:
         """Archive threads (all, or every namespace of one LangGraph thread)."""
         names = await self.archive.athreads()
@@ -244,13 +300,11 @@ class SaverReads:
 
         async def listed() -> dict[str, tuple[list[str], W.Objects]]:
             early = {x: reads.early.pop((at, x)) for x in lg if (at, x) in reads.early}
-            if at not in reads.writes and len(lg) - len(early) >= INDEX_FROM:
-                reads.writes[at] = await W.index_thread(self.store, at)
-            if at in reads.writes:
-                index = reads.writes[at]
-                names = {x: index.get(layout.writes_dir(at, x), []) for x in lg if x not in early}
+            rest = [x for x in lg if x not in early]
+            if at in reads.listed or len(rest) >= INDEX_FROM:  # one LIST of the thread per call
+                names = await self.write_names(at, rest, [], fresh=at not in reads.listed)
+                reads.listed.add(at)
             else:
-                rest = [x for x in lg if x not in early]
                 names = dict(zip(rest, await asyncio.gather(*(W.names(self.store, at, x) for x in rest)), strict=True))
             leaves = [x for x in names if not grandkids(x)]  # likely carried by no state: read now
             got = await asyncio.gather(*(W.fetch(self.contents, at, x, names[x]) for x in leaves))
@@ -289,7 +343,7 @@ class SaverReads:
     async def tuples(self, selected: Sequence[Selected], reads: Reads) -> list[CheckpointTuple]:
         """Tuples of listed checkpoints, in the given order: per archive thread, the states are built
         in one walk while the pending writes no state carries are read alongside."""
-        codec = SerdeCodec(self.serde, reads.raw)
+        codec = SerdeCodec(self.serde, reads.raw, messages=self._messages)
         by_at: dict[str, list[CheckpointInfo]] = {}
         for at, info in selected:
             by_at.setdefault(at, []).append(info)

@@ -35,7 +35,6 @@ from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint
-from ...ops.reads import listing
 from . import writes as W
 from .encoding import (
     LG_KEY,
@@ -46,7 +45,8 @@ from .encoding import (
 )
 from .history import History, collect_history
 from .maintenance import Maintenance
-from .reading import Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
+from .reading import MEMOS, Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
+from .reading import record_lg_ids as lg_ids_of
 from .serde import AllowedTypes, check_serde, keys_of, strict_serde
 from .values import Texts
 
@@ -113,6 +113,9 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
         # (archive thread, lg id) -> (its lg parent, its write objects that landed and no commit carries yet)
+        self._messages: dict[bytes, Any] = {}  # SerdeCodec.messages: validated once, copied afresh
+        self._memo: dict[str, OrderedDict[tuple[str, ...], Any]] = {k: OrderedDict() for k in MEMOS}
+        # history.py: what walks learnt of records that never change (carried writes, seed entries)
         self._unsure: dict[tuple[str, str], Checkpoint] = {}  # (archive thread, lg id) -> record whose commit
         # raised CommitOutcomeUnknown: the same put again saves that record again, which the archive
         # recognises (its own commit) instead of adding a second record for one LangGraph checkpoint
@@ -180,7 +183,9 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
         if carried := self.carry(at, lg_parent):  # earlier steps' writes, in this commit
             state["writes"] = carried
-        lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent}
+        lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent, "values": sorted(state["channels"])}
+        # ``values``: the channels this record stores a value for, so a ``DeltaChannel`` history walk
+        # finds its seed from the manifest (history.py) without building any ancestor's state
         if typed:
             lg["typed"] = True
         # Appending to the head (the usual step) is saved as an append, which fails with a conflict
@@ -247,12 +252,10 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
 
     async def _history(self, config: RunnableConfig, channels: Sequence[str]) -> dict[str, DeltaChannelHistory]:
         at = archive_thread(*target(config)[:2])
-        m, infos = await listing(self.archive.engine, at)  # one manifest read for the whole walk
-        index = by_lg_id(infos)
-        wanted = get_checkpoint_id(config) or (max(index) if index else None)
-        reads = Reads(manifests={at: m}, infos={at: infos})
-        history: dict[str, History] = await collect_history(self, at, index, wanted, list(channels), m, reads)
-        codec = self.codec.at(*target(config)[:2], wanted)
+        m = (await self.archive.amanifest(at))[0]  # one manifest read for the whole walk
+        wanted = get_checkpoint_id(config) or max((lg_ids_of(r)[0] for r in m.records.values()), default=None)
+        history: dict[str, History] = await collect_history(self, at, m, wanted, channels)
+        codec = SerdeCodec(self.serde, messages=self._messages).at(*target(config)[:2], wanted)
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:
             h = history[ch]

@@ -28,6 +28,7 @@ is ``UnreadableValue``.
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -216,6 +217,26 @@ def decode_message(cell: dict[str, Any], where: str) -> BaseMessage:
             f"stored LangGraph message{where} of type {typ!r} is refused by {cls.__name__} "
             f"({type(exc).__name__}: {first}); delete the checkpoint"
         ) from None
+
+
+def fresh_copy(message: BaseMessage) -> BaseMessage:
+    """A message equal to ``message`` sharing no mutable part with it (its lists and dicts copied as the
+    JSON they were decoded from): a quarter of the cost of validating the cell again."""
+    out = message.model_copy()
+    for fields in (out.__dict__, out.__pydantic_extra__ or {}):
+        for key, value in fields.items():
+            if type(value) is dict or type(value) is list:
+                fields[key] = _copied(value) if value else type(value)()
+            elif value is not None and type(value) not in (str, int, float, bool):
+                fields[key] = copy.deepcopy(value)
+    return out
+
+
+def _copied(value: Any) -> Any:
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except TypeError:  # not plain JSON after validation (a key that is not a string): copied as it is
+        return copy.deepcopy(value)
 
 
 def tag_of(cell: dict[str, Any], where: str) -> str | None:

@@ -1,0 +1,237 @@
+"""``get_delta_channel_history``: planned on the manifest, its request count flat in the distance to the seed.
+
+Request counts are taken at a moto S3 server (``S3Server.log``, this test's bucket only); results are
+compared with LangGraph's own ``InMemorySaver`` (hypothesis over puts, forks, seeds, writes and new
+processes).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, TypedDict
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+
+from ckpt_archive.integrations.langgraph import ArchiveSaver
+from ckpt_archive.testing import S3Server
+
+try:
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.graph.message import _messages_delta_reducer
+except ImportError:  # pragma: no cover - older langgraph
+    DeltaChannel = None
+
+
+def _config(thread: str = "t", **kw: Any) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread, "checkpoint_ns": "", **kw}}
+
+
+def _chat(saver: Any) -> Any:
+    """One node appending one ~1 KB message per turn to a ``DeltaChannel`` (no snapshot in 100 updates):
+    every turn starts with ``get_delta_channel_history``, one step further from the seed."""
+    if DeltaChannel is None:
+        pytest.skip("installed langgraph has no DeltaChannel")
+    fields = {"messages": Annotated[list[Any], DeltaChannel(_messages_delta_reducer)], "step": int}
+    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
+
+    def chat(s: dict[str, Any]) -> dict[str, Any]:
+        i = s.get("step", -1) + 1
+        return {"messages": [AIMessage("x" * 1000 + str(i), id=f"m{i}")], "step": i}
+
+    g: Any = StateGraph(State)
+    g.add_node("chat", chat)
+    g.add_edge(START, "chat")
+    g.add_edge("chat", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_history_requests_are_flat_in_the_distance_to_the_seed(s3_server: S3Server) -> None:
+    """At the start of every turn the graph's own saver reads the history of its ``DeltaChannel``: the
+    manifest probe and one LIST of the target's parent's folder, the same at 1 write from the seed as at
+    25 (before: one LIST of the thread and a GET per ancestor state and write object, 3 to 25 requests
+    over these distances, 93 at 100). The graph's state equals InMemorySaver's, and so does the history
+    a cold saver reads (in one round trip of state reads, plus that folder)."""
+    bucket = "lg-history-flat"
+    url = s3_server.make_bucket(bucket) + "/a"
+    saver = ArchiveSaver.from_url(url, s3_server.storage_options())
+    costs: list[tuple[int, int]] = []  # (writes returned, requests)
+    plain = saver.get_delta_channel_history
+
+    def counted(*, config: Any, channels: Any) -> Any:
+        s3_server.reset_counts()
+        out = plain(config=config, channels=channels)
+        mine = sum(1 for _, path in s3_server.log if path.startswith(f"/{bucket}/"))
+        costs.append((len(out["messages"]["writes"]), mine))
+        return out
+
+    saver.get_delta_channel_history = counted  # type: ignore[method-assign]
+    graph, memory = _chat(saver), _chat(InMemorySaver())
+    for _ in range(26):
+        graph.invoke({}, _config(), durability="sync")
+        memory.invoke({}, _config(), durability="sync")
+    assert graph.get_state(_config()).values == memory.get_state(_config()).values
+    by_distance = dict(costs)
+    assert min(by_distance) <= 2 and max(by_distance) >= 24, sorted(by_distance)
+    assert max(n for _, n in costs) <= 3, costs
+    assert by_distance[max(by_distance)] == by_distance[min(by_distance)], costs
+    cold = ArchiveSaver.from_url(url, s3_server.storage_options())
+    s3_server.reset_counts()
+    got = cold.get_delta_channel_history(config=_config(), channels=["messages"])["messages"]
+    lists = sum(1 for kind, path in s3_server.log if kind == "LIST" and path.startswith(f"/{bucket}/"))
+    want = memory.checkpointer.get_delta_channel_history(config=_config(), channels=["messages"])["messages"]
+    assert [w[1:] for w in got["writes"]] == [w[1:] for w in want["writes"]] and len(got["writes"]) == 26
+    assert lists <= 1, s3_server.log
+
+
+def _put(saver: Any, parent: dict[str, Any], i: int, seed: bool) -> dict[str, Any]:
+    values: dict[str, Any] = {"turn": i}
+    if seed:
+        values["d"] = [f"seed-{i}"]
+    cp = generate_checkpoint(channel_values=values)
+    cp["channel_versions"] = {"turn": i + 1, "d": i + 1}
+    return dict(saver.put(parent, cp, generate_metadata(step=i), {"turn": i + 1, "d": i + 1}))
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 12), st.booleans()),  # child of the n-th newest; a seed?
+        st.tuples(st.just("writes"), st.integers(0, 1), st.sampled_from(["task-1", "task-2"])),
+        st.tuples(st.just("reopen")),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS)
+def test_delta_channel_history_equals_in_memory_saver(ops: list[tuple[Any, ...]]) -> None:
+    """Whatever the puts (forks, seeds), the writes (to the newest checkpoint or its parent, as LangGraph
+    makes them), and new processes, every checkpoint's history equals InMemorySaver's, read by the saver
+    that wrote (its kept walks included) and by a fresh one."""
+    url = f"memory://lg-history-hypo-{abs(hash(tuple(map(str, ops))))}"
+    ours, theirs = ArchiveSaver.from_url(url), InMemorySaver()
+    ids: list[str] = []
+    counter = 0
+
+    def histories(saver: Any) -> dict[str, Any]:
+        out = {}
+        for cid in ids:
+            h = saver.get_delta_channel_history(config=_config(checkpoint_id=cid), channels=["d"])["d"]
+            out[cid] = (h.get("seed"), [(w[1], w[2]) for w in h["writes"]])
+        return out
+
+    for op in [("put", 0, True), *ops]:
+        if op[0] == "put":
+            parent = _config(checkpoint_id=ids[-1 - op[1] % len(ids)]) if ids else _config()
+            counter += 1
+            cfg = _put(ours, parent, counter, op[2])
+            cp = generate_checkpoint(channel_values={"turn": counter, **({"d": [f"seed-{counter}"]} if op[2] else {})})
+            cp["id"] = cfg["configurable"]["checkpoint_id"]
+            cp["channel_versions"] = {"turn": counter + 1, "d": counter + 1}
+            theirs.put(parent, cp, generate_metadata(step=counter), {"turn": counter + 1, "d": counter + 1})
+            ids.append(cfg["configurable"]["checkpoint_id"])
+        elif op[0] == "writes":
+            target = _config(checkpoint_id=ids[-1 - op[1] % len(ids)])
+            counter += 1
+            ours.put_writes(target, [("d", f"w-{counter}")], op[2], "p")
+            theirs.put_writes(target, [("d", f"w-{counter}")], op[2], "p")
+        else:
+            ours = ArchiveSaver.from_url(url)
+        if len(ids) % 4 == 0:  # walks kept by the saver, checked again after later puts and writes
+            histories(ours)
+    want = histories(theirs)
+    assert histories(ours) == want
+    assert histories(ArchiveSaver.from_url(url)) == want
+
+
+def test_history_never_builds_a_state_for_the_seed_search() -> None:
+    """The seed is found from the records' ``values`` (the manifest): a walk of 60 ancestors to the root
+    builds only the states that carry writes, once; the walk of the next checkpoint builds its own
+    child's only (before: every ancestor's state on every call, in batches of 16)."""
+    url = "memory://lg-history-no-state"
+    saver = ArchiveSaver.from_url(url, full_snapshot_interval=10)
+    cfg = _config("t")
+    for i in range(60):
+        cfg = _put(saver, cfg, i, seed=i == 0)
+        saver.put_writes(cfg, [("d", f"w{i}")], f"task-{i}", "p")
+    reader = ArchiveSaver.from_url(url)
+    built: list[str] = []
+    plain = reader.states
+
+    async def counted(at: str, ids: Any, m: Any = None) -> Any:
+        out = await plain(at, ids, m)
+        built.extend(i for i in ids if i not in built)
+        return out
+
+    reader.states = counted  # type: ignore[method-assign]
+    h = reader.get_delta_channel_history(config=cfg, channels=["d"])["d"]
+    assert h["seed"] == ["seed-0"] and [w[2] for w in h["writes"]] == [f"w{i}" for i in range(59)]
+    first = len(built)
+    assert first <= 61, first
+    cfg = _put(saver, cfg, 60, seed=False)
+    built.clear()
+    h = reader.get_delta_channel_history(config=cfg, channels=["d"])["d"]
+    assert [w[2] for w in h["writes"]] == [f"w{i}" for i in range(60)]
+    assert len(built) <= 3, built  # the new record and its parent's and grandparent's carriers
+
+
+def test_list_validates_each_message_once_and_shares_no_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``list()`` of an ``add_messages`` thread returns every checkpoint's whole message list (~n^2/2
+    messages): each stored message is validated at most twice, then copied, so the tuples equal
+    those read one by one and no two share a message or any list or dict inside one (before: every
+    message of every checkpoint validated again: 1,365 for 30 steps)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph.message import add_messages
+
+    from ckpt_archive.integrations.langgraph import values as V
+
+    fields = {"messages": Annotated[list[Any], add_messages], "step": int}
+    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
+
+    def chat(s: dict[str, Any]) -> dict[str, Any]:
+        i = s.get("step", -1) + 1
+        call = [{"name": "calc", "args": {"a": i}, "id": f"call-{i}"}]
+        kind = HumanMessage(f"q{i}", id=f"h{i}") if i % 2 else AIMessage(f"a{i}", id=f"a{i}", tool_calls=call)
+        return {"messages": [kind], "step": i}
+
+    g: Any = StateGraph(State)
+    g.add_node("chat", chat)
+    g.add_edge(START, "chat")
+    g.add_edge("chat", END)
+    url = "memory://lg-list-messages-once"
+    app = g.compile(checkpointer=ArchiveSaver.from_url(url))
+    for _ in range(30):
+        app.invoke({}, _config(), durability="sync")
+    validated = 0
+    plain = V.decode_message
+
+    def counted(cell: Any, where: str) -> Any:
+        nonlocal validated
+        validated += 1
+        return plain(cell, where)
+
+    monkeypatch.setattr(V, "decode_message", counted)
+    listed = list(ArchiveSaver.from_url(url).list(_config()))
+    assert len(listed) >= 60 and validated <= 2 * 30 + 5, validated  # 30 messages, each at most twice
+    monkeypatch.setattr(V, "decode_message", plain)
+    one_by_one = ArchiveSaver.from_url(url)
+    seen: dict[int, str] = {}
+    for tup in listed:
+        alone = one_by_one.get_tuple(tup.config)
+        assert alone is not None and alone.checkpoint == tup.checkpoint and alone.pending_writes == tup.pending_writes
+        for m in tup.checkpoint["channel_values"].get("messages", []):
+            for part in (m, m.additional_kwargs, m.response_metadata, getattr(m, "tool_calls", None)):
+                if part is not None:
+                    assert id(part) not in seen, (m.id, seen.get(id(part)))
+                    seen[id(part)] = str(m.id)
+            if getattr(m, "tool_calls", None):
+                assert id(m.tool_calls[0]) not in seen and id(m.tool_calls[0]["args"]) not in seen
+                seen[id(m.tool_calls[0])] = seen[id(m.tool_calls[0]["args"])] = str(m.id)
