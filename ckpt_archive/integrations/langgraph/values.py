@@ -29,6 +29,7 @@ is ``UnreadableValue``.
 from __future__ import annotations
 
 import copy
+import marshal
 import math
 from typing import Any
 
@@ -164,9 +165,14 @@ def same_json(value: Any, known: Any, text: bytes) -> bool:
     ``text`` (which rules out every type orjson refuses or passes through, and tells 1, 1.0 and true
     apart), and it is ``==`` to ``known`` (which rules out what orjson writes like JSON but is not: a
     tuple is not a list, a UUID or an Enum is not its value, NaN is not null): one C-speed pass each,
-    where ``exact`` walks the value in Python."""
+    where ``exact`` walks the value in Python. orjson writes an ``IntEnum``/``StrEnum`` as its value and
+    ``==`` holds it equal to that value, so a third C-speed pass, ``marshal.dumps`` (which serialises
+    builtin types only, subclasses refused; it runs no code), rules out every subclass of a JSON type."""
     try:
-        return orjson.dumps(value, option=_STRICT) == text and bool(known == value)
+        if orjson.dumps(value, option=_STRICT) != text or not bool(known == value):
+            return False
+        marshal.dumps(value)
+        return True
     except Exception:  # refused by orjson, or an ``__eq__`` that raises: not known to be the same
         return False
 
