@@ -274,11 +274,27 @@ def test_fuzzed_stored_objects(archive: Any, which: int, how: str, at: int, blob
     run_sync(cp.store.put(key, damaged))
     try:
         check_reads(ca.ArchiveCheckpointer(cp.store, full_snapshot_interval=3), saved)
-        # every damage is detected, bytes appended after a zstd frame included (readers refuse them)
-        if damaged != objects[key] and key != layout.ARCHIVE_MARKER:
+        # every damage is detected, bytes appended after a zstd frame included (readers refuse them),
+        # but a changed zstd frame that decodes to the very same bytes (a match re-pointed at equal bytes
+        # elsewhere in the window or in the log dictionary) loses nothing and is no damage
+        if (
+            damaged != objects[key]
+            and key != layout.ARCHIVE_MARKER
+            and not _same_frame_content(key, damaged, objects[key])
+        ):
             assert not ca.ArchiveCheckpointer(cp.store).verify().ok, key
     finally:
         run_sync(cp.store.put(key, objects[key]))
+
+
+def _same_frame_content(key: str, damaged: bytes, original: bytes) -> bool:
+    if original[:4] != codec.ZSTD_MAGIC:
+        return False
+    kind = layout.kind_of(key) or "object"
+    try:
+        return codec.decompress(damaged, kind=kind) == codec.decompress(original, kind=kind)
+    except ca.CheckpointError:
+        return False
 
 
 # field names the readers look up, so forged documents often have the right keys with wrong values
