@@ -171,3 +171,16 @@ def test_history_benchmark_smoke(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "history.json").read_text())
     assert data["turns"] == 4 and len(data["warm"]) == 3  # the first turn has no history to read
     assert data["warm_max"] <= 3 and sum(data["cold"].values()) > 0
+
+
+@pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
+def test_durable_call_benchmark_smoke(tmp_path: Path) -> None:
+    """PUTs per durable LangGraph call, counted at a moto server (bench_durable.py; issue 20)."""
+    cmd = [sys.executable, str(BENCH / "bench_durable.py"), "--turns", "2", "--out", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
+    data = json.loads((tmp_path / "durable.json").read_text())
+    assert data["put"] > 0 and data["put_writes"] > 0
+    assert data["by_kind"]["commit entry"] == data["put"]  # one commit entry per put, nothing else per plain put
+    assert data["by_kind"]["langgraph writes"] == data["put_writes"]  # one object per put_writes call
+    assert data["puts_with_idle_hint"] == sum(data["by_kind"].values())
