@@ -119,7 +119,7 @@ def fresh_reads(store: str, channel: str, where: str, steps: int) -> dict[str, A
     open_store(store, where, {}).close()  # imports and the first connection, not timed
     build_graph(None, channel, steps)  # the graph's imports, not timed either
     out: dict[str, Any] = {}
-    for op in ("load", "load_again", "history", "state", "list", "list1"):
+    for op in ("load", "load_again", "history", "state", "state_history", "list", "list1"):
         gc.collect()  # as peers.fresh_read: a collection owed by the imports lands in no timed read
         built = 0.0  # building the graph (1,000 message texts) is the benchmark's, not the read's
         t0 = time.perf_counter()
@@ -134,6 +134,11 @@ def fresh_reads(store: str, channel: str, where: str, steps: int) -> dict[str, A
             graph = build_graph(s.saver, channel, steps)
             built = time.perf_counter() - tb
             out["messages"] = len(graph.get_state(CONFIG).values["messages"])
+        elif op == "state_history":  # LangGraph's history view: the 10 newest states, each rebuilt
+            tb = time.perf_counter()
+            graph = build_graph(s.saver, channel, steps)
+            built = time.perf_counter() - tb
+            out["n_state_history"] = len(list(graph.get_state_history(CONFIG, limit=10)))
         else:
             out["n_" + op] = s.list(THREAD, 1 if op == "list1" else None)
         out[op] = time.perf_counter() - t0 - built
@@ -170,7 +175,12 @@ def run(store: str, channel: str, steps: int, pg: PostgresServer | None, tag: st
         s.close()
         cmd = [sys.executable, __file__, "--read", store, channel, where, str(steps)]
         reads = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-        assert reads["messages"] == steps and reads["n_list"] == r["checkpoints"] and reads["n_list1"] == 1, reads
+        assert (
+            reads["messages"] == steps
+            and reads["n_state_history"] == 10
+            and reads["n_list"] == r["checkpoints"]
+            and reads["n_list1"] == 1
+        ), reads
         r.update(reads)
         return r
 
@@ -185,7 +195,7 @@ def _row(r: dict[str, Any], peer: dict[str, Any] | None) -> str:
         f"| {ms(r['put_first_p50'])} / {ms(r['put_last_p50'])} | {ms(r['put_first_mean'])} / {ms(r['put_last_mean'])} "
         f"| {ms(r['save_first_mean'])} / {ms(r['save_last_mean'])}{vs('save_last_mean')} | {r['run']:.1f} "
         f"| {ms(r['load'])} / {ms(r['load_again'])} | {ms(r['history'])} ({r['history_writes']:.0f}) "
-        f"| {ms(r['state'])}{vs('state')} "
+        f"| {ms(r['state'])}{vs('state')} | {ms(r['state_history'])}{vs('state_history')} "
         f"| {ms(r['list'])}{vs('list')} | {ms(r['list1'])} |"
     )
 
@@ -207,13 +217,14 @@ def render(out: Path) -> str:
         "Reads in a fresh process, each on a newly opened saver after an untimed full gc (get_tuple: the "
         "process's first read, then "
         "again on another new saver); history = `get_delta_channel_history` of "
-        "`messages` (writes returned); get_state rebuilds `messages`. In parentheses: the ratio to "
+        "`messages` (writes returned); get_state rebuilds `messages`; state history: "
+        "`graph.get_state_history(config, limit=10)`, the 10 newest states. In parentheses: the ratio to "
         "PostgresSaver + DeltaChannel.",
         "",
         "| saver | messages channel | checkpoints | bytes stored | bytes compacted | put p50 ms first / last 100 "
         "| put mean ms first / last 100 | save mean ms first / last 100 | run s | get_tuple ms first / again "
-        "| history ms (writes) | get_state ms | list all ms | list limit=1 ms |",
-        "|---" * 14 + "|",
+        "| history ms (writes) | get_state ms | get_state_history(limit=10) ms | list all ms | list limit=1 ms |",
+        "|---" * 15 + "|",
     ]
     peer = next((r for r in rows if (r["store"], r["channel"]) == PEER), None)
     lines += [_row(r, peer) for r in rows]
