@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 from bench_peers import RESULTS
 
@@ -23,23 +23,9 @@ BUCKET = "bench-history"
 
 
 def graph(saver: Any) -> Any:
-    from langchain_core.messages import AIMessage
-    from langgraph.channels.delta import DeltaChannel
-    from langgraph.graph import END, START, StateGraph
-    from langgraph.graph.message import _messages_delta_reducer
+    from ckpt_archive.integrations.langgraph.testing import delta_chat
 
-    fields = {"messages": Annotated[list[Any], DeltaChannel(_messages_delta_reducer)], "step": int}
-    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
-
-    def chat(s: dict[str, Any]) -> dict[str, Any]:
-        i = s.get("step", -1) + 1
-        return {"messages": [AIMessage("x" * 1000 + str(i), id=f"m{i}")], "step": i}
-
-    g: Any = StateGraph(State)
-    g.add_node("chat", chat)
-    g.add_edge(START, "chat")
-    g.add_edge("chat", END)
-    return g.compile(checkpointer=saver)
+    return delta_chat(saver)
 
 
 def run(turns: int) -> dict[str, Any]:

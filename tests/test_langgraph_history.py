@@ -21,11 +21,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
 from ckpt_archive.integrations.langgraph import ArchiveSaver
+from ckpt_archive.integrations.langgraph.testing import delta_chat
 from ckpt_archive.testing import S3Server
 
 try:
     from langgraph.channels.delta import DeltaChannel
-    from langgraph.graph.message import _messages_delta_reducer
 except ImportError:  # pragma: no cover - older langgraph
     DeltaChannel = None
 
@@ -35,22 +35,9 @@ def _config(thread: str = "t", **kw: Any) -> dict[str, Any]:
 
 
 def _chat(saver: Any) -> Any:
-    """One node appending one ~1 KB message per turn to a ``DeltaChannel`` (no snapshot in 100 updates):
-    every turn starts with ``get_delta_channel_history``, one step further from the seed."""
     if DeltaChannel is None:
         pytest.skip("installed langgraph has no DeltaChannel")
-    fields = {"messages": Annotated[list[Any], DeltaChannel(_messages_delta_reducer)], "step": int}
-    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
-
-    def chat(s: dict[str, Any]) -> dict[str, Any]:
-        i = s.get("step", -1) + 1
-        return {"messages": [AIMessage("x" * 1000 + str(i), id=f"m{i}")], "step": i}
-
-    g: Any = StateGraph(State)
-    g.add_node("chat", chat)
-    g.add_edge(START, "chat")
-    g.add_edge("chat", END)
-    return g.compile(checkpointer=saver)
+    return delta_chat(saver)
 
 
 def test_history_requests_are_flat_in_the_distance_to_the_seed(s3_server: S3Server) -> None:
@@ -188,7 +175,7 @@ def test_list_validates_each_message_once_and_shares_no_object(monkeypatch: pyte
     messages): each stored message is validated at most twice, then copied, so the tuples equal
     those read one by one and no two share a message or any list or dict inside one (before: every
     message of every checkpoint validated again: 1,365 for 30 steps)."""
-    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages import HumanMessage
     from langgraph.graph.message import add_messages
 
     from ckpt_archive.integrations.langgraph import values as V

@@ -189,6 +189,28 @@ def delta_messages_state(snapshot_frequency: int = 100) -> Any:
     return TypedDict("DeltaChatState", {"messages": Annotated[list[AnyMessage], channel]})  # type: ignore[operator]
 
 
+def delta_chat(checkpointer: Any) -> Any:
+    """One node appending one ~1 KB message per turn (``invoke({})``) to a ``DeltaChannel`` (no snapshot
+    in 100 updates), and a ``step``: every turn starts with ``get_delta_channel_history``, one step further
+    from the seed (``benchmarks/bench_history.py``, ``tests/test_langgraph_history.py``)."""
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.graph.message import _messages_delta_reducer
+
+    reducer: Any = _messages_delta_reducer
+    fields = {"messages": Annotated[list[Any], DeltaChannel(reducer)], "step": int}
+    State = TypedDict("State", fields, total=False)  # type: ignore[misc]
+
+    def chat(s: dict[str, Any]) -> dict[str, Any]:
+        i = s.get("step", -1) + 1
+        return {"messages": [AIMessage("x" * 1000 + str(i), id=f"m{i}")], "step": i}
+
+    g: Any = StateGraph(State)
+    g.add_node("chat", chat)
+    g.add_edge(START, "chat")
+    g.add_edge("chat", END)
+    return g.compile(checkpointer=checkpointer)
+
+
 def tool_agent(checkpointer: Any, turns: int, *, fail_every: int = 0, delta: int = 0) -> Any:
     """The issue's real graph: an agent node on ``FakeMessagesListChatModel`` (a tool call, then a ~1 KB
     answer), a prebuilt ``ToolNode`` (a tool that raises becomes a ToolMessage with ``status="error"``),
