@@ -7,6 +7,7 @@ Faults are injected at the real S3 server (moto over HTTP), so the whole client 
 from __future__ import annotations
 
 import itertools
+import uuid
 from typing import Any
 
 import pytest
@@ -65,7 +66,8 @@ def test_classification_of_real_client_errors() -> None:
 
 @pytest.fixture
 def s3_archive(s3_server: S3Server) -> tuple[ca.ArchiveCheckpointer, S3Server]:
-    url = s3_server.make_bucket(f"transient-{id(object())}") + "/archive"
+    bucket = f"transient-{uuid.uuid4().hex[:16]}"  # unique: the id() of a freed object repeats
+    url = s3_server.make_bucket(bucket) + "/archive"
     return ca.open_archive(url, storage_options=s3_server.storage_options()), s3_server
 
 
