@@ -28,6 +28,10 @@ JSON = Any
 
 RESERVED_PREFIX = "ckpt_archive."
 """Metadata keys with this prefix belong to ckpt_archive (pins, versions...)."""
+LANGGRAPH_KEY = RESERVED_PREFIX + "langgraph"
+"""Record metadata key of a checkpoint the LangGraph saver wrote: its LangGraph id, parent id and the
+channels it stores a value for (spec.md section 11). Here, so that readers without the langgraph
+extra (analysis, CLI) spell it as the saver does."""
 
 
 def _minted(data: dict[str, Any]) -> str:

@@ -21,15 +21,19 @@ from typing import Any
 
 from .._sync import run_sync
 from ..archive import ArchiveCheckpointer
+from ..model import LANGGRAPH_KEY as LG_KEY
 from ..model import Checkpoint
 from .conversation import view
-
-LG_KEY = "ckpt_archive.langgraph"  # spec.md section 11: the record's LangGraph id and parent
 
 
 def lg_ids(ckpt: Checkpoint) -> tuple[str, str | None] | None:
     """(LangGraph id, LangGraph parent id) of a record the saver wrote, else None."""
-    marker = ckpt.metadata.get(LG_KEY)
+    return metadata_lg_ids(ckpt.metadata)
+
+
+def metadata_lg_ids(metadata: dict[str, Any]) -> tuple[str, str | None] | None:
+    """``lg_ids`` from a record's (or a listing entry's) metadata."""
+    marker = metadata.get(LG_KEY)
     if not isinstance(marker, dict) or not isinstance(marker.get("id"), str):
         return None
     parent = marker.get("parent")
@@ -45,7 +49,7 @@ def load_named(archive: ArchiveCheckpointer, thread_id: str, name: str) -> Check
     ckpt = archive.load_by_id(name)
     if ckpt is not None and ckpt.thread_id == thread_id:
         return ckpt
-    named = [i for i in archive.list(thread_id) if (i.metadata.get(LG_KEY) or {}).get("id") == name]
+    named = [i for i in archive.list(thread_id) if (metadata_lg_ids(i.metadata) or (None,))[0] == name]
     return archive.load_by_id(named[-1].checkpoint_id) if named else None
 
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from .._sync import run_sync
 from ..analysis.conversation import message_row
 from ..analysis.frames import gather_limited
-from ..analysis.replay import Views, load_named
+from ..analysis.replay import Views, lg_ids, load_named
 from ..archive import ArchiveCheckpointer
 from ..delta import diff
 from ..errors import CheckpointError
@@ -105,12 +105,6 @@ def load_in_thread(archive: ArchiveCheckpointer, thread: str, checkpoint: str | 
             f"checkpoint {checkpoint!r} is not in thread {thread!r} (neither an archive nor a LangGraph id of it)"
         )
     return found
-
-
-def langgraph_id(metadata: dict[str, Any]) -> str | None:
-    """The LangGraph checkpoint id of a record the LangGraph saver wrote (spec.md section 11), else None."""
-    marker = metadata.get("ckpt_archive.langgraph")
-    return marker["id"] if isinstance(marker, dict) and isinstance(marker.get("id"), str) else None
 
 
 @app.command()
@@ -255,7 +249,7 @@ def show(
 def langgraph_line(ckpt: Checkpoint) -> str | None:
     """For a checkpoint the LangGraph saver wrote: its LangGraph id, step and source (the names a
     LangGraph user knows it by, ``get_state(config).config``), from the record's metadata."""
-    lg_id = langgraph_id(ckpt.metadata)
+    lg_id = (lg_ids(ckpt) or (None, None))[0]
     if lg_id is None:
         return None
     step, source = ckpt.metadata.get("step"), ckpt.metadata.get("source")

@@ -33,13 +33,13 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ...codec import check_json, json_copy
 from ...errors import CheckpointError, InvalidState
-from ...model import RESERVED_PREFIX
+from ...model import LANGGRAPH_KEY, RESERVED_PREFIX
 from . import values as V
 from .serde import UnreadableValue, check_encoding
 
-LG_KEY = RESERVED_PREFIX + "langgraph"
+LG_KEY = LANGGRAPH_KEY
 """Record metadata key holding ``{"id": langgraph checkpoint id, "parent": its parent id, "values":
-[channels stored with a value]}``."""
+[channels stored with a value]}`` (``model.LANGGRAPH_KEY``)."""
 
 Blob = list[str]  # [type, base64 bytes]
 
