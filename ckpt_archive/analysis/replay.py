@@ -75,7 +75,7 @@ class _Thread:
         from ..format import layout
 
         index = run_sync(W.index_thread(archive.store, thread_id))
-        contents = archive.engine.contents  # the archive's one encoding of stored values (blobs)
+        contents = archive  # the archive's one encoding of stored values (blobs): its public API
         for x, held_objects in objects.items():
             rest = [n for n in index.get(layout.writes_dir(thread_id, x), []) if n not in held_objects]
             if rest:

@@ -14,6 +14,7 @@ from typing import Any, Unpack
 
 from .._sync import run_async, run_sync
 from ..engine import Engine, Settings
+from ..engine.contents import Keys, Objects
 from ..format.content import Content
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest
@@ -127,6 +128,34 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         """(state, messages) of several checkpoints of one thread, built in one walk, each object read
         once (``ops.reads.contents``); ``m``: the manifest just read. Shared with the caches: read only."""
         return await run_async(reads.contents(self.engine, thread_id, checkpoint_ids, m))
+
+    # -- values no record holds, stored by the archive's one encoding (integrations) -------
+    @property
+    def manifest_ttl(self) -> float:
+        """Seconds a cached manifest serves (``engine.root.manifest_ttl``): a writer that skipped blobs
+        ``known_blobs`` named writes them after all when it took over half of it (``ops.save.confirm``)."""
+        return self.engine.root.manifest_ttl
+
+    def stored(
+        self, value: Any, known: Keys = frozenset(), *, most: int | None = None
+    ) -> tuple[Any, list[str], Objects]:
+        """The archive's one encoding of a JSON value no record holds (a LangGraph write object): the
+        value with its large strings as blob references, the names it references, the blob objects to
+        write before anything that references them (``Contents.stored``: ``known`` not rewritten, ``most``
+        the most references its holder can list)."""
+        return self.engine.contents.stored(value, known, most=most)
+
+    async def aunstored(self, held: list[tuple[Any, dict[str, Any], str]]) -> list[Any]:
+        """``stored``'s inverse: each (stored value, its holder ``{"id", "enc"?}``, the key it was read
+        from) -> the value, every blob fetched once in one batch and checked (``Contents.unstored``)."""
+        return await run_async(self.engine.contents.unstored(held))
+
+    async def acheck_grace(self, grace: timedelta | None = None, *, unsafe_no_writers: bool = False) -> timedelta:
+        """The grace ``gc`` would use (``ops.gc.check_grace``: the archive's marker read first, so it is the
+        archive's ``gc_grace``, never below ``gc_floor`` unless ``unsafe_no_writers``; ``UnsafeGcGrace``
+        otherwise): what a collector of objects beside the archive's (LangGraph's write objects) waits."""
+        await run_async(self.engine.root.check())
+        return gc.check_grace(self.engine, grace, unsafe_no_writers)
 
     @staticmethod
     def info_of(thread_id: str, record: dict[str, Any]) -> CheckpointInfo:

@@ -32,8 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...format.manifest import Record
-from ...ops.reads import Manifest
+from ...format.manifest import Manifest, Record
 from . import writes as W
 from .encoding import LG_KEY
 from .reading import SaverReads, record_lg_ids

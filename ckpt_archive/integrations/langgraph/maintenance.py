@@ -17,8 +17,6 @@ from typing import Any
 from ...errors import CheckpointError
 from ...format import layout
 from ...model import Checkpoint, CheckpointInfo
-from ...ops.gc import check_grace
-from ...ops.reads import manifest
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, split_thread
 from .history import _has_value, collect_history
@@ -50,7 +48,7 @@ class Maintenance:
     async def _fold(self, at: str, index: dict[str, CheckpointInfo], lg_id: str) -> dict[str, Any]:
         state = await self.saver.state(index[lg_id].checkpoint_id, at) or {}
         channels = _unvalued_channels(self.saver.codec, state)
-        m = await manifest(self.saver.archive.engine, at)
+        m = (await self.saver.archive.amanifest(at))[0]
         history = await collect_history(self.saver, at, m, lg_id, channels, exact=True)
         return {ch: h.to_json() for ch, h in history.items() if h.seed is not None or h.writes}
 
@@ -123,7 +121,7 @@ class Maintenance:
         checkpoint is older than the grace (the archive's ``gc_grace`` by default, as ``gc``): a reader
         that listed its thread before the carrying commit may still read the object until then. Objects
         nothing carries are never deleted here. How many were deleted."""
-        grace = check_grace(self.saver.archive.engine, grace, unsafe_no_writers)
+        grace = await self.saver.archive.acheck_grace(grace, unsafe_no_writers=unsafe_no_writers)
         cutoff = datetime.now(UTC) - grace
         deleted = 0
         for at in await self.saver.thread_ids():

@@ -21,7 +21,6 @@ from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...archive import ArchiveCheckpointer
-from ...engine.contents import Contents
 from ...errors import InvalidIdentifier
 from ...format import layout
 from ...format.manifest import Manifest, Record
@@ -29,6 +28,7 @@ from ...model import CheckpointInfo
 from ...storage import ObjectStore
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, restore_checkpoint, restore_metadata, split_thread
+from .writes import Contents
 
 Selected = tuple[str, CheckpointInfo]
 
@@ -158,8 +158,9 @@ class SaverReads:
 
     @property
     def contents(self) -> Contents:
-        """The archive's one encoding of stored values (blobs), which write objects go through too."""
-        return self.archive.engine.contents
+        """The archive's one encoding of stored values (blobs), which write objects go through too: the
+        archive's public methods (``ArchiveCheckpointer.stored``/``aunstored``), never its engine."""
+        return self.archive
 
     # -- states (immutable per archive checkpoint id, so caching them is always safe) -------------
     def remember(self, checkpoint_id: str, state: dict[str, Any]) -> None:

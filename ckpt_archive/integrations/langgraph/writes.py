@@ -29,16 +29,40 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from ... import codec as C
 from ... import limits
-from ...engine.contents import Contents, Keys
 from ...errors import CheckpointError, IntegrityError, TruncatedObject
 from ...format import blobs, crypto, layout
+from ...format.crypto import Encryption
 from ...format.manifest import seal, unseal
 from ...model import uuid7
 from ...storage import ObjectStore
+
+Keys = frozenset[str] | set[str]
+
+
+class Contents(Protocol):
+    """What write objects need of the archive (``ArchiveCheckpointer`` is one): its store, its one
+    encoding of stored values (``stored``/``aunstored``: blobs, keyed and sealed when encrypted), and
+    the ttl of the manifests ``known_blobs`` answers from. The archive's public API only: no engine."""
+
+    @property
+    def store(self) -> ObjectStore: ...
+
+    @property
+    def encryption(self) -> Encryption | None: ...
+
+    @property
+    def manifest_ttl(self) -> float: ...
+
+    def stored(
+        self, value: Any, known: Keys = ..., *, most: int | None = None
+    ) -> tuple[Any, list[str], list[tuple[str, bytes]]]: ...
+
+    async def aunstored(self, held: list[tuple[Any, dict[str, Any], str]]) -> list[Any]: ...
+
 
 WRITES_ROOT = layout.LANGGRAPH_WRITES
 KIND = "langgraph writes"
@@ -119,7 +143,7 @@ async def put(
         name = layout.writes_name(uuid7(), blob_names)
         if await store.put_if_absent(layout.writes_key(archive_thread_id, checkpoint_id, name), body):
             break
-    if time.monotonic() - started > contents.root.manifest_ttl / 2:
+    if time.monotonic() - started > contents.manifest_ttl / 2:
         await asyncio.gather(*(store.put(k, d) for k, d in blob_objects if k in known))
     return name, obj
 
@@ -170,7 +194,7 @@ async def _stored(store: ObjectStore, archive_thread_id: str, checkpoint_id: str
 
 async def fetch(contents: Contents, archive_thread_id: str, checkpoint_id: str, wanted: Iterable[str]) -> Objects:
     """The named objects of a checkpoint (``_stored``), their blob references resolved
-    (``Contents.unstored``: one batch of GETs for all of them). An object referencing other blobs than
+    (``Contents.aunstored``: one batch of GETs for all of them). An object referencing other blobs than
     its name lists is refused (``TruncatedObject``): gc keeps only those its name lists."""
     docs = await _stored(contents.store, archive_thread_id, checkpoint_id, wanted)
     held = []
@@ -183,7 +207,7 @@ async def fetch(contents: Contents, archive_thread_id: str, checkpoint_id: str, 
         if refs != layout.writes_blob_names(name):
             raise TruncatedObject("writes reference other blobs than their name lists; delete the object", key=key)
         held.append((obj[2], {"id": checkpoint_id, **({"enc": enc} if enc is not None else {})}, key))
-    values = await contents.unstored(held)
+    values = await contents.aunstored(held)
     return {name: [obj[0], obj[1], v] for (name, (obj, _)), v in zip(docs.items(), values, strict=True)}
 
 
