@@ -17,11 +17,13 @@ names is run.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from .._sync import run_sync
 from ..archive import ArchiveCheckpointer
-from ..model import LANGGRAPH_KEY as LG_KEY
+from ..format import langgraph as L
+from ..format.langgraph import metadata_lg_ids as metadata_lg_ids  # one parser of the record key
 from ..model import Checkpoint
 from .conversation import view
 
@@ -29,15 +31,6 @@ from .conversation import view
 def lg_ids(ckpt: Checkpoint) -> tuple[str, str | None] | None:
     """(LangGraph id, LangGraph parent id) of a record the saver wrote, else None."""
     return metadata_lg_ids(ckpt.metadata)
-
-
-def metadata_lg_ids(metadata: dict[str, Any]) -> tuple[str, str | None] | None:
-    """``lg_ids`` from a record's (or a listing entry's) metadata."""
-    marker = metadata.get(LG_KEY)
-    if not isinstance(marker, dict) or not isinstance(marker.get("id"), str):
-        return None
-    parent = marker.get("parent")
-    return marker["id"], parent if isinstance(parent, str) else None
 
 
 def load_named(archive: ArchiveCheckpointer, thread_id: str, name: str) -> Checkpoint | None:
@@ -54,69 +47,70 @@ def load_named(archive: ArchiveCheckpointer, thread_id: str, name: str) -> Check
 
 
 class _Thread:
-    """One archive thread's records by LangGraph id, their write objects, and the folded values."""
+    """One archive thread's LangGraph lineage (its manifest: no state built) and the channels' values
+    folded so far, by (LangGraph id, channel): a checkpoint's value is walked (``format.langgraph``, the
+    walk ``get_delta_channel_history`` takes) from its parent to the nearest seed or value folded
+    before, reading only the states and write objects of that range."""
 
     def __init__(self, archive: ArchiveCheckpointer, thread_id: str) -> None:
+        self.archive, self.thread_id = archive, thread_id
+        self.m = run_sync(archive.amanifest(thread_id))[0]
+        self.lineage = L.Lineage(self.m)
+        self.folded: dict[tuple[str, str], list[Any] | None] = {}
+        self._index: dict[str, list[str]] | None = None  # the thread's write objects' names (one LIST)
+
+    def states(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """States of records of the thread, built in one walk (``ArchiveCheckpointer.acontents``)."""
+        ids = sorted(set(ids))
+        if not ids:
+            return {}
+        return {c: content[0] for c, content in run_sync(self.archive.acontents(self.thread_id, ids, self.m)).items()}
+
+    def objects(self, walk: L.Walk, states: dict[str, dict[str, Any]]) -> dict[str, L.Objects]:
+        """Every write object of the walk's ancestors: those their carriers' states carry, and the ones
+        no state carries (found in one LIST of the thread's writes, a GET each)."""
+        from ..format import layout
         from ..integrations.langgraph import writes as W
 
-        self.records: dict[str, Checkpoint] = {}
-        self.parent: dict[str, str | None] = {}
-        every = list(archive.history(thread_id))
-        for ckpt in every:
-            ids = lg_ids(ckpt)
-            if ids is not None:  # a later record of the same LangGraph id wins (spec.md section 11)
-                self.records[ids[0]], self.parent[ids[0]] = ckpt, ids[1]
-        objects: dict[str, W.Objects] = {x: {} for x in self.records}
-        for ckpt in every:  # a replaced record's carried copies count too (they are the same objects)
-            held = ckpt.state.get("writes")
-            for x in held if isinstance(held, dict) else ():
-                if x in objects:
-                    objects[x].update(W.carried(ckpt.state, x, f"checkpoint {ckpt.checkpoint_id!r}"))
-        from ..format import layout
-
-        index = run_sync(W.index_thread(archive.store, thread_id))
-        contents = archive  # the archive's one encoding of stored values (blobs): its public API
-        for x, held_objects in objects.items():
-            rest = [n for n in index.get(layout.writes_dir(thread_id, x), []) if n not in held_objects]
+        if self._index is None:
+            self._index = run_sync(W.index_thread(self.archive.store, self.thread_id))
+        out: dict[str, L.Objects] = {}
+        for x in walk.lg_ids:
+            held = out[x] = self.lineage.carried(x, states)
+            rest = [n for n in self._index.get(layout.writes_dir(self.thread_id, x), []) if n not in held]
             if rest:
-                held_objects.update(run_sync(W.fetch(contents, thread_id, x, rest)))
-        self.entries = {x: W.merge(objs) for x, objs in objects.items()}
-        self.folded: dict[tuple[str, str], list[Any] | None] = {}
-
-    def writes(self, x: str, channel: str) -> list[Any]:
-        return [cell for _, _, ch, cell, _ in self.entries.get(x, []) if ch == channel]
+                held.update(run_sync(W.fetch(self.archive, self.thread_id, x, rest)))
+        return out
 
     def value(self, x: str, channel: str) -> list[Any] | None:
-        """The channel's messages at LangGraph checkpoint ``x`` (None: not a message list). Walks the
-        parent chain down to a known value or a stored seed (a ``_DeltaSnapshot``), then folds upwards:
-        the value at a checkpoint is its parent's folded with the parent's writes."""
+        """The channel's messages at LangGraph checkpoint ``x`` (None: not a message list, or ``x`` is
+        not in the thread): the seed's (or a value folded before), folded with the writes since by
+        LangGraph's reducer; no seed: LangGraph starts the channel empty."""
         from ..integrations.langgraph import values
 
-        chain: list[str] = []
-        seen: set[str] = set()
-        at: str | None = x
-        while at is not None and (at, channel) not in self.folded:
-            record = self.records.get(at)
-            if record is None or at in seen:
-                break  # the chain leaves the thread (pruned; or a forged cycle): the walk stops there
-            seen.add(at)
-            channels = record.state.get("channels")
-            cell = channels.get(channel) if isinstance(channels, dict) else None
-            if cell is not None:
-                self.folded[(at, channel)] = values.seed_messages(cell)
-                break
-            chain.append(at)
-            at = self.parent.get(at)
-        for y in reversed(chain):
-            parent = self.parent.get(y)
-            if parent is None or (parent, channel) not in self.folded:
-                self.folded[(y, channel)] = []  # no seed found: LangGraph starts the channel empty
-                continue
-            base = self.folded[(parent, channel)]
-            self.folded[(y, channel)] = (
-                None if base is None else values.fold_messages(base, self.writes(parent, channel))
-            )
-        return self.folded.get((x, channel))
+        if (x, channel) in self.folded:
+            return self.folded[(x, channel)]
+        rec = self.lineage.by_lg.get(x)
+        if rec is None:
+            return None
+        h = None
+        if self.lineage.orphan(rec):  # pruned to: its own state may hold the history (``folded``)
+            h = L.folds(self.states([rec["id"]]).get(rec["id"]), [channel]).get(channel)
+        if h is None:
+            stops = {y: (channel,) for (y, ch) in self.folded if ch == channel}
+            walk = L.plan(self.lineage, x, [channel], stops)
+            states = self.states(walk.states_needed())
+            h = L.scan(walk, [channel], states, self.objects(walk, states))[channel]
+        base = (
+            self.folded[(h.stop, channel)]
+            if h.stop is not None
+            else []
+            if h.seed is None
+            else values.seed_messages(h.seed)
+        )
+        value = None if base is None else values.fold_messages(base, [cell for _, _, cell in h.writes])
+        self.folded[(x, channel)] = value
+        return value
 
 
 class Views:

@@ -1,5 +1,7 @@
 """``get_delta_channel_history`` over the archive: the parent-chain walk of LangGraph's savers.
 
+The walk itself (plan and scan) is ``format.langgraph``'s, the one the offline reader
+(``analysis.replay``) takes too; this module reads what it plans, through the saver's caches.
 Semantics are InMemorySaver's: walking from the target's parent towards the root, a channel stops
 at the nearest ancestor whose stored entry has a value (the *seed*); that ancestor's own writes are
 still collected. A checkpoint kept by ``prune``/``delete_for_runs`` whose ancestors went away carries
@@ -29,94 +31,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
-from ...format.manifest import Manifest, Record
+from ...format.langgraph import History as History  # the saver's history type: its home is the walk's
+from ...format.langgraph import Lineage, folds, has_value, plan, record_lg_ids, scan, version
+from ...format.manifest import Manifest
 from . import writes as W
-from .encoding import LG_KEY
-from .reading import SaverReads, record_lg_ids
+from .reading import SaverReads
 from .reading import remember as _remember
-
-
-@dataclass
-class History:
-    """One channel's history as stored blobs: ``seed`` is a channel entry or None, writes oldest first."""
-
-    seed: Any = None
-    writes: list[tuple[str, str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"writes": [list(w) for w in self.writes]}
-        if self.seed is not None:
-            out["seed"] = self.seed
-        return out
-
-    @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> History:
-        return cls(doc.get("seed"), [(w[0], w[1], w[2]) for w in doc.get("writes", [])])
-
 
 MEMO_WRITES = 4096
 """Ancestors whose carried writes a saver keeps (``_memo``): a few MB for 1 KB messages."""
 MEMO_SEEDS = 16
 """Seed entries a saver keeps (a ``_DeltaSnapshot`` holds the whole list as of its checkpoint)."""
-
-
-def _has_value(entry: Any) -> bool:
-    return entry is not None
-
-
-def _ends(rec: Record) -> set[str] | None:
-    """The channels ``rec`` stores a value for, from its metadata; None when only its state can say
-    (no ``values``, or a state replaced since its put: version > 1)."""
-    values = ((rec.get("metadata") or {}).get(LG_KEY) or {}).get("values")
-    if type(values) is not list or int(rec.get("version", 1)) != 1:
-        return None
-    return {v for v in values if type(v) is str}
-
-
-def _version(rec: Record) -> str:
-    return f"{rec['id']}@{int(rec.get('version', 1))}"
-
-
-class Lineage:
-    """The LangGraph lineage of one archive thread, from its manifest records (nothing else built)."""
-
-    def __init__(self, m: Manifest) -> None:
-        self.by_lg: dict[str, Record] = {}
-        self.kids: dict[str, list[Record]] = {}
-        for rec in m.records.values():
-            lg, parent = record_lg_ids(rec)
-            self.by_lg[lg] = rec  # a later put of the same id replaces the earlier one
-            if parent is not None:
-                self.kids.setdefault(parent, []).append(rec)  # every record, replaced ones too
-
-    def ancestors(self, cursor: str | None) -> list[Record]:
-        out: list[Record] = []
-        seen: set[str] = set()
-        while cursor is not None and cursor not in seen:
-            rec = self.by_lg.get(cursor)
-            if rec is None:
-                break
-            seen.add(cursor)
-            out.append(rec)
-            cursor = record_lg_ids(rec)[1]
-        return out
-
-    def orphan(self, rec: Record) -> bool:
-        """Is ``rec``'s LangGraph parent gone from the thread (a prune)? Only such a record holds ``folded``."""
-        parent = record_lg_ids(rec)[1]
-        return parent is not None and parent not in self.by_lg
-
-    def grandkids(self, lg_id: str) -> list[Record]:
-        return [g for k in self.kids.get(lg_id, []) for g in self.kids.get(record_lg_ids(k)[0], [])]
-
-    def carriers(self, lg_id: str) -> list[Record]:
-        """The records whose states may carry ``lg_id``'s writes: its own, its children's, its grandchildren's."""
-        own = self.by_lg.get(lg_id)
-        found = [*([own] if own is not None else []), *self.kids.get(lg_id, []), *self.grandkids(lg_id)]
-        return list({r["id"]: r for r in found}.values())
 
 
 async def collect_history(
@@ -132,61 +59,44 @@ async def collect_history(
     result = {ch: History() for ch in channels}
     lineage = Lineage(m)
     info = lineage.by_lg.get(target) if target else None
-    if info is None:
+    if info is None or target is None:
         return result
-    remaining = set(channels)
+    folded: dict[str, History] = {}
     if lineage.orphan(info):  # a kept checkpoint of a prune: its fold ends the walk first
-        state = (await saver.states(at, [info["id"]], m)).get(info["id"]) or {}
-        for ch, doc in (state.get("folded") or {}).items():
-            if ch in remaining:
-                result[ch] = History.from_json(doc)
-                remaining.discard(ch)
+        folded = folds((await saver.states(at, [info["id"]], m)).get(info["id"]), channels)
+    result.update(folded)
+    remaining = [ch for ch in channels if ch not in folded]
+    walk = plan(lineage, target, remaining)
     memo, seed_memo = saver._memo["writes"], saver._memo["seeds"]
+    # what must be read: the states that decide, the seeds' and the carriers' the memo does not hold
+    need = set(walk.decide)
     seeds: dict[tuple[str, str], Any] = {}  # (record id, channel) -> its entry, known without its state
-    # plan: the ancestors up to every channel's seed, and what must be read of them
-    span: list[Record] = []
-    need: set[str] = set()  # record ids whose states are read
-    planning = set(remaining)
-    for a in lineage.ancestors(record_lg_ids(info)[1]):
-        if not planning:
-            break
-        span.append(a)
-        ends = _ends(a)
-        if ends is None or lineage.orphan(a):
-            need.add(a["id"])  # its state says which channels it ends (values, folded)
-        for ch in planning & (ends or set()):
-            key = (at, _version(a), ch)
-            if key in seed_memo:
-                seed_memo.move_to_end(key)
-                seeds[(a["id"], ch)] = seed_memo[key]
-            else:
-                need.add(a["id"])
-        planning -= ends or set()
+    by_id = {a["id"]: a for a in walk.span}
+    for rid, ch in walk.seeds:
+        key = (at, version(by_id[rid]), ch)
+        if key in seed_memo:
+            seed_memo.move_to_end(key)
+            seeds[(rid, ch)] = seed_memo[key]
+        else:
+            need.add(rid)
     carried: dict[str, W.Objects] = {}
     keys: dict[str, tuple[str, ...]] = {}
-    for a in span:
-        x = record_lg_ids(a)[0]
-        carriers = lineage.carriers(x)
-        keys[x] = (at, x, *sorted(_version(r) for r in carriers))
+    for x, carriers in walk.carriers().items():
+        keys[x] = (at, x, *sorted(version(r) for r in carriers))
         held = memo.get(keys[x])
         if held is not None:
             memo.move_to_end(keys[x])
             carried[x] = held
         else:
             need.update(r["id"] for r in carriers)
-    lgs = [record_lg_ids(a)[0] for a in span]
-    recent = [x for x in lgs if not lineage.grandkids(x)]
+    lgs, recent = walk.lg_ids, walk.recent()
 
     # read: the states, and the objects' names, in one round trip
     states, names = await asyncio.gather(saver.states(at, sorted(need), m), saver.write_names(at, lgs, recent, exact))
-    for a in span:
-        x = record_lg_ids(a)[0]
+    for x in lgs:
         if x not in carried:
-            objects: W.Objects = {}
-            for r in lineage.carriers(x):
-                objects.update(W.carried(states.get(r["id"]), x, f"checkpoint {r['id']!r} of thread {at!r}"))
-            carried[x] = objects
-            _remember(memo, keys[x], objects, MEMO_WRITES)
+            carried[x] = lineage.carried(x, states)
+            _remember(memo, keys[x], carried[x], MEMO_WRITES)
     # then the objects no state carries (the target's parent's, landed during the target's put), once
     object_memo = saver._memo["objects"]
     read: dict[str, W.Objects] = {}
@@ -208,34 +118,11 @@ async def collect_history(
         if objs and x in recent:  # the next put of a (grand)child carries these
             saver.known_writes(at, x, record_lg_ids(lineage.by_lg[x])[1], objs)
 
-    # scan, newest first, as InMemorySaver does
-    newest_first: dict[str, list[tuple[str, str, Any]]] = {ch: [] for ch in channels}
-    for a in span:
-        if not remaining:
-            break
-        x = record_lg_ids(a)[0]
-        for task_id, _, channel, blob, _ in reversed(W.merge({**carried[x], **read.get(x, {})})):
-            if channel in remaining:
-                newest_first[channel].append((task_id, channel, blob))
-        state = states.get(a["id"])
-        stored = (state or {}).get("channels", {})
-        folded = (state or {}).get("folded") or {}
-        ends = _ends(a) if state is None else {ch for ch in remaining if _has_value(stored.get(ch))}
-        for ch in list(remaining):
-            if ends is not None and ch in ends:
-                if state is not None:
-                    result[ch].seed = stored[ch]
-                    _remember(seed_memo, (at, _version(a), ch), stored[ch], MEMO_SEEDS)
-                else:
-                    result[ch].seed = seeds[(a["id"], ch)]
-            elif ch in folded:
-                old = History.from_json(folded[ch])
-                newest_first[ch].extend(reversed(old.writes))
-                result[ch].seed = old.seed
-            else:
-                continue
-            remaining.discard(ch)
-    for ch, collected in newest_first.items():
-        if collected:  # channels folded at the target itself collected nothing here
-            result[ch].writes = list(reversed(collected))
+    # scan, newest first, as InMemorySaver does (format.langgraph: the one walk)
+    found = scan(walk, remaining, states, {x: {**carried[x], **read.get(x, {})} for x in lgs}, seeds)
+    for rid, ch in walk.seeds:  # the seed entries read: the next walk needs no state for them
+        entry = ((states.get(rid) or {}).get("channels") or {}).get(ch)
+        if (rid, ch) not in seeds and has_value(entry):
+            _remember(seed_memo, (at, version(by_id[rid]), ch), entry, MEMO_SEEDS)
+    result.update(found)
     return result

@@ -16,10 +16,11 @@ from typing import Any
 
 from ...errors import CheckpointError
 from ...format import layout
+from ...format.langgraph import has_value
 from ...model import Checkpoint, CheckpointInfo
 from . import writes as W
 from .encoding import LG_KEY, SerdeCodec, archive_thread, split_thread
-from .history import _has_value, collect_history
+from .history import collect_history
 from .reading import Reads, SaverReads, by_lg_id, lg_ids
 
 STRATEGIES = ("keep_latest", "delete")
@@ -32,7 +33,7 @@ class UnknownPruneStrategy(CheckpointError, ValueError):
 def _unvalued_channels(codec: SerdeCodec, state: dict[str, Any]) -> list[str]:
     skeleton = state["checkpoint"] if "checkpoint" in state else codec.loads(state["checkpoint_typed"])
     stored = state.get("channels", {})
-    return [ch for ch in skeleton.get("channel_versions", {}) if not _has_value(stored.get(ch))]
+    return [ch for ch in skeleton.get("channel_versions", {}) if not has_value(stored.get(ch))]
 
 
 class Maintenance:

@@ -23,7 +23,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ...archive import ArchiveCheckpointer
 from ...errors import InvalidIdentifier
 from ...format import layout
-from ...format.manifest import Manifest, Record
+from ...format.langgraph import lg_of
+from ...format.langgraph import record_lg_ids as record_lg_ids
+from ...format.manifest import Manifest
 from ...model import CheckpointInfo
 from ...storage import ObjectStore
 from . import writes as W
@@ -81,17 +83,7 @@ def target(config: RunnableConfig | None) -> tuple[str, str, dict[str, Any]]:
 
 
 def lg_ids(info: CheckpointInfo) -> tuple[str, str | None]:
-    return _lg_of(info.metadata, info.checkpoint_id)
-
-
-def record_lg_ids(rec: Record) -> tuple[str, str | None]:
-    """``lg_ids`` of a manifest record (no ``CheckpointInfo`` built)."""
-    return _lg_of(rec.get("metadata") or {}, rec["id"])
-
-
-def _lg_of(metadata: dict[str, Any], checkpoint_id: str) -> tuple[str, str | None]:
-    meta = metadata.get(LG_KEY) or {}
-    return str(meta.get("id", checkpoint_id)), meta.get("parent")
+    return lg_of(info.metadata, info.checkpoint_id)
 
 
 def is_top(info: CheckpointInfo) -> bool:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from ... import codec as C
@@ -36,6 +36,12 @@ from ... import limits
 from ...errors import CheckpointError, IntegrityError, TruncatedObject
 from ...format import blobs, crypto, layout
 from ...format.crypto import Encryption
+from ...format.langgraph import Entry as Entry
+from ...format.langgraph import Obj as Obj
+from ...format.langgraph import Objects as Objects
+from ...format.langgraph import carried as carried  # the pure part of the writes' format: its home
+from ...format.langgraph import checked as _checked
+from ...format.langgraph import merge as merge
 from ...format.manifest import seal, unseal
 from ...model import uuid7
 from ...storage import ObjectStore
@@ -71,9 +77,6 @@ CARRY_BYTES = 1024 * 1024
 """The most base64 text of its parent's writes a put carries in its state; a parent with more keeps them
 as objects only (read apart, never collected)."""
 
-Entry = tuple[str, int, str, Any, str]  # task_id, idx, channel, blob, task_path
-Obj = list[Any]  # [task_id, task_path, [[idx, channel, <cell>], ...]]: one put_writes call (cells: values.py)
-Objects = dict[str, Obj]  # object name -> its writes
 Docs = dict[str, tuple[Obj, dict[str, Any] | None]]  # object name -> its writes as stored, the key they name
 
 
@@ -96,22 +99,6 @@ def _doc(archive_thread_id: str, checkpoint_id: str, obj: Obj, enc: dict[str, An
         KIND, raw, f"pending writes of task {obj[0]!r}", "keep large values (files, blobs) out of channel writes"
     )
     return C.compress(raw, hot=True)  # one per put_writes call (codec.HOT_LEVEL)
-
-
-def _checked(obj: Any, where: str) -> Obj:
-    """An object's writes as stored (in its own object or carried by a state), checked for shape: whoever
-    wrote the archive chose them, and a malformed one is a typed error naming where it was."""
-    ok = type(obj) is list and len(obj) == 3 and type(obj[0]) is str and type(obj[1]) is str
-    if ok and type(obj[2]) is list:
-        for e in obj[2]:
-            if not (type(e) is list and len(e) == 3 and type(e[0]) is int and type(e[1]) is str):
-                ok = False
-                break
-    else:
-        ok = False
-    if not ok:
-        raise CheckpointError(f"pending writes {where} are malformed: {str(obj)[:100]}; delete them")
-    return obj  # type: ignore[no-any-return]
 
 
 async def put(
@@ -217,16 +204,6 @@ async def read_folder(contents: Contents, archive_thread_id: str, checkpoint_id:
     return await fetch(contents, archive_thread_id, checkpoint_id, listed)
 
 
-def carried(state: Mapping[str, Any] | None, checkpoint_id: str, where: str) -> Objects:
-    """The objects of ``checkpoint_id`` a state carries (``state["writes"]``), checked."""
-    held = (state or {}).get("writes")
-    if held is None:
-        return {}
-    if not isinstance(held, dict) or not isinstance(held.get(checkpoint_id, {}), dict):
-        raise CheckpointError(f"pending writes carried by {where} are malformed; delete the checkpoint")
-    return {str(n): _checked(o, f"{n!r} carried by {where}") for n, o in held.get(checkpoint_id, {}).items()}
-
-
 def carry_size(objects: Objects) -> int:
     """Bytes of the values a state would carry inline: base64 text of serde cells, JSON text of the
     others as the archive stores them, a string of ``limits.BLOB_MIN_BYTES`` or more being a reference
@@ -242,20 +219,6 @@ def _size(cell: Any) -> int:
     if type(cell) is list and len(cell) == 2 and type(cell[1]) is str:
         return len(cell[1])
     return len(C.dumps(blobs.encode(cell, _unnamed)[0]))
-
-
-def merge(objects: Mapping[str, Obj]) -> list[Entry]:
-    """A checkpoint's writes from its objects, in ``(task_path, task_id, idx)`` order: objects apply in
-    name (call) order; a regular ``(task_id, idx)`` keeps its first value, a special one its last."""
-    found: dict[tuple[str, int], Entry] = {}
-    for name in sorted(objects):
-        task_id, task_path, writes = objects[name]
-        for idx, channel, blob in writes:
-            key = (task_id, idx)
-            if idx >= 0 and key in found:
-                continue
-            found[key] = (task_id, idx, channel, blob, task_path)
-    return sorted(found.values(), key=lambda e: (e[4], e[0], e[1]))
 
 
 def decode(codec: Any, entries: list[Entry]) -> list[tuple[str, str, Any]]:
