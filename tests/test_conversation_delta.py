@@ -131,6 +131,23 @@ def test_messages_frame_builds_only_the_states_back_to_the_seed(
     assert max(costs) <= BUILT_MOST, costs
 
 
+def test_a_pruned_thread_reads_offline_as_get_state(tmp_path: Path) -> None:
+    """``prune(keep_latest)`` folds the history the kept checkpoint needs into its state (``folded``);
+    the offline reader ends its walk there as the saver does (the one walk, ``format.langgraph``), so
+    the conversation survives the prune (before: the reader's own walk stopped at the missing parent and
+    showed an empty conversation)."""
+    url = str(tmp_path / "lg")
+    saver = ArchiveSaver.from_url(url)
+    graph = tool_agent(saver, TURNS, delta=100)
+    chat(graph, "chat", TURNS)
+    config = {"configurable": {"thread_id": "chat"}}
+    saver.prune(["chat"])
+    want = list(graph.get_state(config).values["messages"])
+    assert len(want) == 4 * TURNS and len(ca.open_archive(url).list("chat")) == 1
+    rows = messages_frame(url, "chat", backend="arrow").to_pylist()
+    assert [(r["id"], r["type"], r["text"]) for r in rows] == shown(want)
+
+
 def test_changes_frame_of_a_delta_channel_thread_only_appends(dg: tuple[str, dict[str, list[Any]]]) -> None:
     url, api = dg
     changes = changes_frame(url, "chat")
