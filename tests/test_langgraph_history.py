@@ -139,10 +139,13 @@ def test_delta_channel_history_equals_in_memory_saver(ops: list[tuple[Any, ...]]
     assert histories(ArchiveSaver.from_url(url)) == want
 
 
-def test_history_never_builds_a_state_for_the_seed_search() -> None:
+def test_history_never_builds_a_state_for_the_seed_search(monkeypatch: pytest.MonkeyPatch) -> None:
     """The seed is found from the records' ``values`` (the manifest): a walk of 60 ancestors to the root
     builds only the states that carry writes, once; the walk of the next checkpoint builds its own
-    child's only (before: every ancestor's state on every call, in batches of 16)."""
+    child's only (before: every ancestor's state on every call, in batches of 16). Counted where the
+    archive builds states for a caller (``ops.reads.contents``, under ``acontents`` and ``aparts``)."""
+    from ckpt_archive.ops import reads as R
+
     url = "memory://lg-history-no-state"
     saver = ArchiveSaver.from_url(url, full_snapshot_interval=10)
     cfg = _config("t")
@@ -151,14 +154,15 @@ def test_history_never_builds_a_state_for_the_seed_search() -> None:
         saver.put_writes(cfg, [("d", f"w{i}")], f"task-{i}", "p")
     reader = ArchiveSaver.from_url(url)
     built: list[str] = []
-    plain = reader.states
+    plain = R.contents
 
-    async def counted(at: str, ids: Any, m: Any = None) -> Any:
-        out = await plain(at, ids, m)
+    async def counted(engine: Any, at: str, ids: Any, m: Any = None) -> Any:
+        ids = list(ids)
+        out = await plain(engine, at, ids, m)
         built.extend(i for i in ids if i not in built)
         return out
 
-    reader.states = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(R, "contents", counted)
     h = reader.get_delta_channel_history(config=cfg, channels=["d"])["d"]
     assert h["seed"] == ["seed-0"] and [w[2] for w in h["writes"]] == [f"w{i}" for i in range(59)]
     first = len(built)
@@ -168,6 +172,41 @@ def test_history_never_builds_a_state_for_the_seed_search() -> None:
     h = reader.get_delta_channel_history(config=cfg, channels=["d"])["d"]
     assert [w[2] for w in h["writes"]] == [f"w{i}" for i in range(60)]
     assert len(built) <= 3, built  # the new record and its parent's and grandparent's carriers
+
+
+def test_savers_on_one_archive_share_its_cache_of_what_walks_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a walk reads of the states (carried writes, seeds) is cached by the archive, keyed by record
+    version and bounded (``ArchiveCheckpointer.aparts``), not by each saver: a second saver on the same
+    archive (``with_allowlist`` makes one) walks the same 60 ancestors building no state (before: each
+    saver kept its own memo, and the second rebuilt the 60 carriers' states)."""
+    from ckpt_archive.engine import contents as EC
+    from ckpt_archive.ops import reads as R
+
+    url = "memory://lg-history-shared"
+    saver = ArchiveSaver.from_url(url, full_snapshot_interval=10)
+    cfg = _config("t")
+    for i in range(60):
+        cfg = _put(saver, cfg, i, seed=i == 0)
+        saver.put_writes(cfg, [("d", f"w{i}")], f"task-{i}", "p")
+    archive = ArchiveSaver.from_url(url).archive
+    first = ArchiveSaver(archive)
+    want = first.get_delta_channel_history(config=cfg, channels=["d"])["d"]
+    built: list[str] = []
+    plain = R.contents
+
+    async def counted(engine: Any, at: str, ids: Any, m: Any = None) -> Any:
+        ids = list(ids)
+        built.extend(ids)
+        return await plain(engine, at, ids, m)
+
+    monkeypatch.setattr(R, "contents", counted)
+    second = ArchiveSaver(archive)
+    assert second.get_delta_channel_history(config=cfg, channels=["d"])["d"] == want
+    assert built == [], built
+    held = archive.engine.contents
+    assert len(held.parts) <= EC.PART_RECORDS and held.parts_bytes <= EC.PART_BYTES
+    archive.delete("t")  # the archive's own delete forgets what it cached of the thread's records
+    assert not held.parts
 
 
 def test_list_validates_each_message_once_and_shares_no_object(monkeypatch: pytest.MonkeyPatch) -> None:

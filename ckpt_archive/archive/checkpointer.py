@@ -8,14 +8,14 @@ core (``_save``, ``_load``...) is what ``AsyncCoreCheckpointer`` turns into the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import timedelta
 from typing import Any, Unpack
 
 from .._sync import run_async, run_sync
 from ..engine import Engine, Settings
 from ..engine.contents import Keys, Objects
-from ..format.content import Content
+from ..format.content import Content, Path
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest
 from ..model import Checkpoint, CheckpointInfo
@@ -156,6 +156,15 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         otherwise): what a collector of objects beside the archive's (LangGraph's write objects) waits."""
         await run_async(self.engine.root.check())
         return gc.check_grace(self.engine, grace, unsafe_no_writers)
+
+    async def aparts(
+        self, thread_id: str, wanted: Mapping[str, Iterable[Path]], m: Manifest | None = None
+    ) -> dict[str, dict[Path, Any]]:
+        """Parts of the states of several checkpoints of one thread (checkpoint id -> paths in its state,
+        ``("writes",)`` or ``("channels", "messages")``, -> the value there, None when absent), from the
+        engine's part cache, which outlives its state cache and is keyed by record version like it; the
+        states it does not hold built in one walk (``ops.reads.parts``). Shared with the cache: read only."""
+        return await run_async(reads.parts(self.engine, thread_id, wanted, m))
 
     @staticmethod
     def info_of(thread_id: str, record: dict[str, Any]) -> CheckpointInfo:

@@ -17,7 +17,7 @@ from .. import codec
 from ..delta import Delta
 from ..errors import IntegrityError, MissingObject, TruncatedObject
 from ..format import blobs, crypto, layout
-from ..format.content import Content, paged_snapshot, state_key
+from ..format.content import Content, Path, paged_snapshot, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record
 from ..format.objects import encode_snapshot
@@ -32,6 +32,11 @@ Keys = frozenset[str] | set[str]
 
 HASHERS = 16
 """Prefix hashers kept (one per thread and name: state or messages)."""
+PART_RECORDS = 4096
+"""Record versions whose state parts the engine keeps (``Contents.part``): one small part each (a
+LangGraph state's carried writes) for thousands of ancestors, a few large ones (a seed's messages)."""
+PART_BYTES = 64 * 1024 * 1024
+"""The most JSON bytes of state parts the engine keeps (``Contents.part``), whatever their count."""
 
 
 class Contents:
@@ -43,6 +48,8 @@ class Contents:
         self.states: OrderedDict[str, Content] = OrderedDict()  # by state_key
         self.state_cache = state_cache
         self._hashers: OrderedDict[tuple[str, str], codec.PrefixHasher] = OrderedDict()
+        self.parts: OrderedDict[str, dict[Path, tuple[Any, int]]] = OrderedDict()  # by state_key
+        self.parts_bytes = 0
         self.store: ObjectStore = root.store
         self.encryption: Encryption | None = root.encryption
 
@@ -64,6 +71,35 @@ class Contents:
     def forget(self, records: Iterable[Record]) -> None:
         for rec in records:
             self.states.pop(state_key(rec), None)
+            self._drop_parts(state_key(rec))
+
+    # -- parts of states (a few paths of many states, kept longer than whole states) ---------
+    def part(self, key: str, path: Path) -> tuple[bool, Any]:
+        """(held, value) of one part of the content ``key`` names (``state_key``): the value at ``path``
+        in its state, ``None`` when the state has none. Parts outlive the state cache (a walk over
+        hundreds of ancestors needs a small part of each, ``PART_RECORDS``/``PART_BYTES``); keyed by
+        record version like the states, so an edit never serves a stale part. Shared: read only."""
+        held = self.parts.get(key)
+        if held is None or path not in held:
+            return False, None
+        self.parts.move_to_end(key)
+        return True, held[path][0]
+
+    def remember_part(self, key: str, path: Path, value: Any) -> None:
+        """Keep one part of a proven content (least recently used record dropped first past the bounds)."""
+        size = 0 if value is None else len(codec.dumps(value))
+        held = self.parts.setdefault(key, {})
+        self.parts.move_to_end(key)
+        if path in held:
+            self.parts_bytes -= held[path][1]
+        held[path] = (value, size)
+        self.parts_bytes += size
+        while len(self.parts) > PART_RECORDS or (self.parts_bytes > PART_BYTES and len(self.parts) > 1):
+            self._drop_parts(next(iter(self.parts)))
+
+    def _drop_parts(self, key: str) -> None:
+        for _, size in self.parts.pop(key, {}).values():
+            self.parts_bytes -= size
 
     # -- digests -------------------------------------------------------------------
     def sha256(self, thread_id: str, name: str, raw: bytes) -> str:

@@ -17,6 +17,11 @@ Content = tuple[dict[str, Any], list[Any]]
 """A checkpoint's content: (state, messages)."""
 
 
+Path = tuple[str, ...]
+"""A part of a state: a top-level key, or a key within one (``("channels", "messages")``): what the
+engine's part cache keeps of a content (``engine.contents.Contents.part``)."""
+
+
 def state_key(rec: dict[str, Any]) -> str:
     """Cache key of a record's content: its id, its version (an edit bumps it, so a stale state is never
     reused) and the digests it was checked against (a record of a head hint whose commit never landed

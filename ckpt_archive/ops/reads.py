@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from .. import codec
 from ..engine import Engine
 from ..format import layout
-from ..format.content import Content
+from ..format.content import Content, Path, state_key
 from ..format.manifest import (
     Manifest,
     Record,
@@ -53,6 +53,7 @@ __all__ = [
     "load",
     "load_by_id",
     "manifest",
+    "parts",
     "record_info",
     "thread_folders",
     "threads",
@@ -201,6 +202,42 @@ async def contents(
     chains = [m.chain(cid) for cid in wanted]
     await reader.fetch(reader.needed(chains))  # one batch: each object once, for every chain
     return {cid: await reader.content(chain, m.inline) for cid, chain in zip(wanted, chains, strict=True)}
+
+
+async def parts(
+    engine: Engine, thread_id: str, wanted: Mapping[str, Iterable[Path]], m: Manifest | None = None
+) -> dict[str, dict[Path, Any]]:
+    """Parts of the states of several checkpoints of ``thread_id`` (checkpoint id -> the paths wanted of
+    its state -> the value there, None when absent; unknown ids left out), from the engine's part cache
+    (``Contents.part``); the states it does not hold are built together (``contents``: one walk, each
+    object once) and only the wanted parts are kept. What a walk over many ancestors reads of each (a
+    LangGraph history: carried writes, a seed) without keeping every state. Shared: read only."""
+    if m is None:
+        m = await manifest(engine, thread_id)
+    out: dict[str, dict[Path, Any]] = {}
+    build: list[str] = []
+    for cid, paths in wanted.items():
+        rec = m.records.get(cid)
+        if rec is None:
+            continue
+        key = state_key(rec)
+        got = out[cid] = {}
+        for path in dict.fromkeys(paths):
+            held, value = engine.contents.part(key, path)
+            if not held:
+                build.append(cid)
+                break
+            got[path] = value
+    built = await contents(engine, thread_id, build, m) if build else {}
+    for cid, (state, _) in built.items():
+        key = state_key(m.records[cid])
+        for path in dict.fromkeys(wanted[cid]):
+            part: Any = state
+            for name in path:
+                part = part.get(name) if isinstance(part, dict) else None
+            engine.contents.remember_part(key, path, part)
+            out[cid][path] = part
+    return out
 
 
 # -- the protocol's reads ---------------------------------------------------------------

@@ -1,7 +1,7 @@
 """``get_delta_channel_history`` over the archive: the parent-chain walk of LangGraph's savers.
 
 The walk itself (plan and scan) is ``format.langgraph``'s, the one the offline reader
-(``analysis.replay``) takes too; this module reads what it plans, through the saver's caches.
+(``analysis.replay``) takes too; this module reads what it plans, through the archive's part cache.
 Semantics are InMemorySaver's: walking from the target's parent towards the root, a channel stops
 at the nearest ancestor whose stored entry has a value (the *seed*); that ancestor's own writes are
 still collected. A checkpoint kept by ``prune``/``delete_for_runs`` whose ancestors went away carries
@@ -10,17 +10,16 @@ way, so pruning never silently empties a ``DeltaChannel``.
 
 The walk is planned on the manifest alone: each record's LangGraph metadata lists the channels it
 stores a value for (``values``, written by ``ArchiveSaver._put``), so the ancestors up to the seed are
-known before anything is read. Then, in one round trip, the states that hold what the walk needs are
-built together (``ops.reads.contents``; served from the caches when held): the seeds', and the states
-carrying the ancestors' writes (their own, children's and grandchildren's, ``writes.py``), while the
-objects' names are read (``SaverReads.write_names``: one LIST of the thread the first time a saver
-reads it, then only the folders of the ancestors without a grandchild, such as the target's parent,
-whose writes may land during the target's put). Only the objects no state carries are read apart, in
-a second round trip when there are any. What a walk learns of records and objects that never change
-(the carried writes of an ancestor, keyed by the records that carry them; a seed's entry; an object
-read apart) is kept by the saver (``_memo``), so the walk at the start of each turn reads the
-manifest probe and one folder, whatever the distance to the seed (spec.md section 11, "History
-walks", says what a saver so does not see).
+known before anything is read. Then, in one round trip, the parts of the states the walk needs are
+read (``ArchiveCheckpointer.aparts``: the seeds' entries, and the carried writes of the states carrying
+the ancestors' writes -- their own, children's and grandchildren's, ``writes.py``), from the archive's
+part cache (keyed by record version, bounded, outliving its state cache) or built together in one walk,
+while the objects' names are read (``SaverReads.write_names``: one LIST of the thread the first time a
+saver reads it, then only the folders of the ancestors without a grandchild, such as the target's
+parent, whose writes may land during the target's put). Only the objects no state carries are read
+apart, in a second round trip when there are any (the saver keeps them: ``_memo["objects"]``). So the
+walk at the start of each turn reads the manifest probe and one folder, whatever the distance to the
+seed (spec.md section 11, "History walks", says what a saver so does not see).
 
 Records written without ``values``, or whose state was replaced (version > 1), and the one record of a
 walk that may hold ``folded`` (the oldest, when its LangGraph parent is not in the thread: removed by a
@@ -33,17 +32,16 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from ...format.content import Path
 from ...format.langgraph import History as History  # the saver's history type: its home is the walk's
-from ...format.langgraph import Lineage, folds, has_value, plan, record_lg_ids, scan, version
+from ...format.langgraph import Lineage, folds, plan, record_lg_ids, scan
 from ...format.manifest import Manifest
 from . import writes as W
 from .reading import SaverReads
 from .reading import remember as _remember
 
-MEMO_WRITES = 4096
-"""Ancestors whose carried writes a saver keeps (``_memo``): a few MB for 1 KB messages."""
-MEMO_SEEDS = 16
-"""Seed entries a saver keeps (a ``_DeltaSnapshot`` holds the whole list as of its checkpoint)."""
+MEMO_OBJECTS = 4096
+"""Write objects read apart a saver keeps (``_memo["objects"]``)."""
 
 
 async def collect_history(
@@ -67,36 +65,22 @@ async def collect_history(
     result.update(folded)
     remaining = [ch for ch in channels if ch not in folded]
     walk = plan(lineage, target, remaining)
-    memo, seed_memo = saver._memo["writes"], saver._memo["seeds"]
-    # what must be read: the states that decide, the seeds' and the carriers' the memo does not hold
-    need = set(walk.decide)
-    seeds: dict[tuple[str, str], Any] = {}  # (record id, channel) -> its entry, known without its state
-    by_id = {a["id"]: a for a in walk.span}
+    # what is read of each record: what decides its ends, its seeds' entries, the writes it carries,
+    # from the archive's part cache (``ArchiveCheckpointer.aparts``: by record version, bounded)
+    wanted: dict[str, set[Path]] = {}
+    for rid in walk.decide:
+        wanted.setdefault(rid, set()).update(DECIDE)
     for rid, ch in walk.seeds:
-        key = (at, version(by_id[rid]), ch)
-        if key in seed_memo:
-            seed_memo.move_to_end(key)
-            seeds[(rid, ch)] = seed_memo[key]
-        else:
-            need.add(rid)
-    carried: dict[str, W.Objects] = {}
-    keys: dict[str, tuple[str, ...]] = {}
-    for x, carriers in walk.carriers().items():
-        keys[x] = (at, x, *sorted(version(r) for r in carriers))
-        held = memo.get(keys[x])
-        if held is not None:
-            memo.move_to_end(keys[x])
-            carried[x] = held
-        else:
-            need.update(r["id"] for r in carriers)
+        wanted.setdefault(rid, set()).add(("channels", ch))
+    for carriers in walk.carriers().values():
+        for r in carriers:
+            wanted.setdefault(r["id"], set()).add(("writes",))
     lgs, recent = walk.lg_ids, walk.recent()
 
-    # read: the states, and the objects' names, in one round trip
-    states, names = await asyncio.gather(saver.states(at, sorted(need), m), saver.write_names(at, lgs, recent, exact))
-    for x in lgs:
-        if x not in carried:
-            carried[x] = lineage.carried(x, states)
-            _remember(memo, keys[x], carried[x], MEMO_WRITES)
+    # read: the parts, and the objects' names, in one round trip
+    parts, names = await asyncio.gather(saver.archive.aparts(at, wanted, m), saver.write_names(at, lgs, recent, exact))
+    states = {rid: _partial(got) for rid, got in parts.items()}
+    carried = {x: lineage.carried(x, states) for x in lgs}
     # then the objects no state carries (the target's parent's, landed during the target's put), once
     object_memo = saver._memo["objects"]
     read: dict[str, W.Objects] = {}
@@ -114,15 +98,29 @@ async def collect_history(
     for x, objs in zip(todo, got, strict=True):
         read.setdefault(x, {}).update(objs)
         for n, obj in objs.items():
-            _remember(object_memo, (at, x, n), obj, MEMO_WRITES)
+            _remember(object_memo, (at, x, n), obj, MEMO_OBJECTS)
         if objs and x in recent:  # the next put of a (grand)child carries these
             saver.known_writes(at, x, record_lg_ids(lineage.by_lg[x])[1], objs)
 
     # scan, newest first, as InMemorySaver does (format.langgraph: the one walk)
-    found = scan(walk, remaining, states, {x: {**carried[x], **read.get(x, {})} for x in lgs}, seeds)
-    for rid, ch in walk.seeds:  # the seed entries read: the next walk needs no state for them
-        entry = ((states.get(rid) or {}).get("channels") or {}).get(ch)
-        if (rid, ch) not in seeds and has_value(entry):
-            _remember(seed_memo, (at, version(by_id[rid]), ch), entry, MEMO_SEEDS)
-    result.update(found)
+    result.update(scan(walk, remaining, states, {x: {**carried[x], **read.get(x, {})} for x in lgs}))
     return result
+
+
+DECIDE: tuple[Path, ...] = (("channels",), ("folded",))
+"""What a record whose metadata does not say which channels it ends is read for."""
+
+
+def _partial(got: dict[Path, Any]) -> dict[str, Any]:
+    """The parts read of a state as the state ``scan`` reads (only those keys). The cached values are
+    shared and never mutated: a key within a part read whole is left to the whole."""
+    state: dict[str, Any] = {}
+    whole = {path[0] for path in got if len(path) == 1}
+    for path, value in got.items():
+        if value is None:
+            continue
+        if len(path) == 1:
+            state[path[0]] = value
+        elif path[0] not in whole:
+            state.setdefault(path[0], {})[path[1]] = value
+    return state

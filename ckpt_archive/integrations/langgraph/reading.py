@@ -105,10 +105,10 @@ WRITES_KEPT = 64
 """Checkpoints whose write objects a saver keeps for the put of their child to carry."""
 
 
-MEMOS = ("writes", "seeds", "index", "objects")
-"""What a saver keeps of what it read (``SaverReads._memo``), all of records or objects that never
-change: carried writes by the records carrying them and seed entries (history.py), each archive
-thread's write objects' names (``write_names``), objects read apart."""
+MEMOS = ("index", "objects")
+"""What a saver keeps of what it read (``SaverReads._memo``): each archive thread's write objects'
+names (``write_names``, kept current by the saver's own writes: ``known_writes``) and objects read
+apart. What walks read of states (carried writes, seeds) is the archive's (``ArchiveCheckpointer.aparts``)."""
 MEMO_THREADS = 64
 """Archive threads whose write objects' names a saver keeps (from one LIST of each, then kept up to date)."""
 
@@ -142,7 +142,7 @@ class SaverReads:
     """Messages this saver validated, by their cell's JSON text (``SerdeCodec.messages``): handed out
     as fresh copies only, so reads share no object with each other."""
     _memo: dict[str, OrderedDict[tuple[str, ...], Any]]
-    """What history walks learnt of records that do not change (history.py): carried writes, seeds."""
+    """What history walks learnt of objects beside the records (``MEMOS``)."""
 
     @property
     def codec(self) -> SerdeCodec:
