@@ -17,12 +17,12 @@ names is run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from .._sync import run_sync
 from ..archive import ArchiveCheckpointer
 from ..format import langgraph as L
+from ..format.content import Path
 from ..format.langgraph import metadata_lg_ids as metadata_lg_ids  # one parser of the record key
 from ..model import Checkpoint
 from .conversation import view
@@ -59,12 +59,11 @@ class _Thread:
         self.folded: dict[tuple[str, str], list[Any] | None] = {}
         self._index: dict[str, list[str]] | None = None  # the thread's write objects' names (one LIST)
 
-    def states(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """States of records of the thread, built in one walk (``ArchiveCheckpointer.acontents``)."""
-        ids = sorted(set(ids))
-        if not ids:
-            return {}
-        return {c: content[0] for c, content in run_sync(self.archive.acontents(self.thread_id, ids, self.m)).items()}
+    def states(self, wanted: dict[str, set[Path]]) -> dict[str, dict[str, Any]]:
+        """The parts of records' states a walk reads (``Walk.parts``), as ``scan`` reads them: from the
+        archive's part cache, the states it does not hold built in one walk (``ArchiveCheckpointer.aparts``)."""
+        got = run_sync(self.archive.aparts(self.thread_id, wanted, self.m)) if wanted else {}
+        return {rid: L.partial(parts) for rid, parts in got.items()}
 
     def objects(self, walk: L.Walk, states: dict[str, dict[str, Any]]) -> dict[str, L.Objects]:
         """Every write object of the walk's ancestors: those their carriers' states carry, and the ones
@@ -95,11 +94,11 @@ class _Thread:
             return None
         h = None
         if self.lineage.orphan(rec):  # pruned to: its own state may hold the history (``folded``)
-            h = L.folds(self.states([rec["id"]]).get(rec["id"]), [channel]).get(channel)
+            h = L.folds(self.states({rec["id"]: {("folded",)}}).get(rec["id"]), [channel]).get(channel)
         if h is None:
             stops = {y: (channel,) for (y, ch) in self.folded if ch == channel}
             walk = L.plan(self.lineage, x, [channel], stops)
-            states = self.states(walk.states_needed())
+            states = self.states(walk.parts())
             h = L.scan(walk, [channel], states, self.objects(walk, states))[channel]
         base = (
             self.folded[(h.stop, channel)]

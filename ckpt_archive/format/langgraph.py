@@ -24,6 +24,7 @@ from typing import Any
 
 from ..errors import CheckpointError
 from ..model import LANGGRAPH_KEY
+from .content import Path
 from .manifest import Manifest, Record
 
 Entry = tuple[str, int, str, Any, str]  # task_id, idx, channel, cell, task_path
@@ -218,10 +219,39 @@ class Walk:
         """Each ancestor's LangGraph id -> the records whose states may carry its writes."""
         return {x: self.lineage.carriers(x) for x in self.lg_ids}
 
-    def states_needed(self) -> set[str]:
-        """Every record id whose state the walk reads when nothing is cached: ``decide``, the seeds and
-        every ancestor's carriers."""
-        return self.decide | {rid for rid, _ in self.seeds} | {r["id"] for rs in self.carriers().values() for r in rs}
+    def parts(self) -> dict[str, set[Path]]:
+        """What the walk reads of each record's state (record id -> paths in it, for
+        ``ArchiveCheckpointer.aparts``): what decides the ends of a record in ``decide``, the seeds'
+        entries, the writes each carrier carries. Read them, then pass ``partial`` of each to ``scan``."""
+        wanted: dict[str, set[Path]] = {}
+        for rid in self.decide:
+            wanted.setdefault(rid, set()).update(DECIDE)
+        for rid, ch in self.seeds:
+            wanted.setdefault(rid, set()).add(("channels", ch))
+        for carriers in self.carriers().values():
+            for r in carriers:
+                wanted.setdefault(r["id"], set()).add(("writes",))
+        return wanted
+
+
+DECIDE: tuple[Path, ...] = (("channels",), ("folded",))
+"""What a record whose metadata does not say which channels it ends is read for (``Walk.parts``)."""
+
+
+def partial(got: Mapping[Path, Any]) -> dict[str, Any]:
+    """The parts read of a state (``Walk.parts``) as the state ``scan`` and ``Lineage.carried`` read
+    (only those keys). Parts may be shared with a cache and are never mutated: a key within a part
+    read whole is left to the whole."""
+    state: dict[str, Any] = {}
+    whole = {path[0] for path in got if len(path) == 1}
+    for path, value in got.items():
+        if value is None:
+            continue
+        if len(path) == 1:
+            state[path[0]] = value
+        elif path[0] not in whole:
+            state.setdefault(path[0], {})[path[1]] = value
+    return state
 
 
 def plan(

@@ -30,11 +30,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
 
-from ...format.content import Path
 from ...format.langgraph import History as History  # the saver's history type: its home is the walk's
-from ...format.langgraph import Lineage, folds, plan, record_lg_ids, scan
+from ...format.langgraph import Lineage, folds, partial, plan, record_lg_ids, scan
 from ...format.manifest import Manifest
 from . import writes as W
 from .reading import SaverReads
@@ -61,25 +59,19 @@ async def collect_history(
         return result
     folded: dict[str, History] = {}
     if lineage.orphan(info):  # a kept checkpoint of a prune: its fold ends the walk first
-        folded = folds((await saver.states(at, [info["id"]], m)).get(info["id"]), channels)
+        own = await saver.archive.aparts(at, {info["id"]: {("folded",)}}, m)
+        folded = folds(partial(own.get(info["id"], {})), channels)
     result.update(folded)
     remaining = [ch for ch in channels if ch not in folded]
     walk = plan(lineage, target, remaining)
-    # what is read of each record: what decides its ends, its seeds' entries, the writes it carries,
-    # from the archive's part cache (``ArchiveCheckpointer.aparts``: by record version, bounded)
-    wanted: dict[str, set[Path]] = {}
-    for rid in walk.decide:
-        wanted.setdefault(rid, set()).update(DECIDE)
-    for rid, ch in walk.seeds:
-        wanted.setdefault(rid, set()).add(("channels", ch))
-    for carriers in walk.carriers().values():
-        for r in carriers:
-            wanted.setdefault(r["id"], set()).add(("writes",))
     lgs, recent = walk.lg_ids, walk.recent()
 
-    # read: the parts, and the objects' names, in one round trip
-    parts, names = await asyncio.gather(saver.archive.aparts(at, wanted, m), saver.write_names(at, lgs, recent, exact))
-    states = {rid: _partial(got) for rid, got in parts.items()}
+    # read: the parts of the states (``Walk.parts``: the seeds' entries, what the carriers carry; from the
+    # archive's part cache, ``ArchiveCheckpointer.aparts``), and the objects' names, in one round trip
+    parts, names = await asyncio.gather(
+        saver.archive.aparts(at, walk.parts(), m), saver.write_names(at, lgs, recent, exact)
+    )
+    states = {rid: partial(got) for rid, got in parts.items()}
     carried = {x: lineage.carried(x, states) for x in lgs}
     # then the objects no state carries (the target's parent's, landed during the target's put), once
     object_memo = saver._memo["objects"]
@@ -105,22 +97,3 @@ async def collect_history(
     # scan, newest first, as InMemorySaver does (format.langgraph: the one walk)
     result.update(scan(walk, remaining, states, {x: {**carried[x], **read.get(x, {})} for x in lgs}))
     return result
-
-
-DECIDE: tuple[Path, ...] = (("channels",), ("folded",))
-"""What a record whose metadata does not say which channels it ends is read for."""
-
-
-def _partial(got: dict[Path, Any]) -> dict[str, Any]:
-    """The parts read of a state as the state ``scan`` reads (only those keys). The cached values are
-    shared and never mutated: a key within a part read whole is left to the whole."""
-    state: dict[str, Any] = {}
-    whole = {path[0] for path in got if len(path) == 1}
-    for path, value in got.items():
-        if value is None:
-            continue
-        if len(path) == 1:
-            state[path[0]] = value
-        elif path[0] not in whole:
-            state.setdefault(path[0], {})[path[1]] = value
-    return state
