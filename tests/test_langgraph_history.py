@@ -209,6 +209,30 @@ def test_savers_on_one_archive_share_its_cache_of_what_walks_read(monkeypatch: p
     assert not held.parts
 
 
+def test_an_object_no_state_carries_is_read_once_per_archive() -> None:
+    """A write object that landed after its checkpoint's child was put (nothing carries it) is read apart
+    by a walk, once for the archive (``ArchiveCheckpointer.held``, through ``writes.fetch``): a second
+    saver on the same archive walks with no GET of it (before: each saver kept what it read apart, and
+    every new saver read it again)."""
+    import ckpt_archive as ca
+    from ckpt_archive.storage.wrappers import RoundTrips
+
+    trips = RoundTrips(ca.open_store("memory://lg-history-held"))
+    archive = ca.ArchiveCheckpointer(trips)
+    writer = ArchiveSaver(archive)
+    parent = _put(writer, _config("t"), 0, seed=True)
+    child = _put(writer, parent, 1, seed=False)
+    writer.put_writes(parent, [("d", "late")], "task-late", "p")  # after the child's put: carried by none
+    reads: list[int] = []
+    for _ in range(2):
+        saver = ArchiveSaver(archive)
+        trips.reset()
+        h = saver.get_delta_channel_history(config=child, channels=["d"])["d"]
+        assert h["seed"] == ["seed-0"] and [w[2] for w in h["writes"]] == ["late"]
+        reads.append(sum(1 for name, key, _ in trips.calls if name == "get" and "_langgraph/writes/" in key))
+    assert reads == [1, 0], reads
+
+
 def test_list_validates_each_message_once_and_shares_no_object(monkeypatch: pytest.MonkeyPatch) -> None:
     """``list()`` of an ``add_messages`` thread returns every checkpoint's whole message list (~n^2/2
     messages): each stored message is validated at most twice, then copied, so the tuples equal

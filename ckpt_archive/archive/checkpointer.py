@@ -166,6 +166,16 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         states it does not hold built in one walk (``ops.reads.parts``). Shared with the cache: read only."""
         return await run_async(reads.parts(self.engine, thread_id, wanted, m))
 
+    def held(self, key: str) -> tuple[bool, Any]:
+        """(held, value) of an object beside the records that never changes under its key (a LangGraph
+        write object: a fresh name per call) as ``hold`` kept it: the engine's part cache, bounded with
+        the states' parts (``Contents.part``), shared by everything on this archive. Read only."""
+        return self.engine.contents.part(key, ())
+
+    def hold(self, key: str, value: Any) -> None:
+        """Keep the decoded value of an immutable object beside the records (``held``), read and checked."""
+        self.engine.contents.remember_part(key, (), value)
+
     @staticmethod
     def info_of(thread_id: str, record: dict[str, Any]) -> CheckpointInfo:
         """A manifest record (``ahead_from_hint``'s) as its listing entry."""

@@ -78,7 +78,9 @@ class Contents:
         """(held, value) of one part of the content ``key`` names (``state_key``): the value at ``path``
         in its state, ``None`` when the state has none. Parts outlive the state cache (a walk over
         hundreds of ancestors needs a small part of each, ``PART_RECORDS``/``PART_BYTES``); keyed by
-        record version like the states, so an edit never serves a stale part. Shared: read only."""
+        record version like the states, so an edit never serves a stale part. The same cache keeps
+        immutable objects beside the records whole, by storage key and the path ``()``
+        (``ArchiveCheckpointer.held``: LangGraph write objects). Shared: read only."""
         held = self.parts.get(key)
         if held is None or path not in held:
             return False, None

@@ -17,7 +17,7 @@ part cache (keyed by record version, bounded, outliving its state cache) or buil
 while the objects' names are read (``SaverReads.write_names``: one LIST of the thread the first time a
 saver reads it, then only the folders of the ancestors without a grandchild, such as the target's
 parent, whose writes may land during the target's put). Only the objects no state carries are read
-apart, in a second round trip when there are any (the saver keeps them: ``_memo["objects"]``). So the
+apart, in a second round trip when there are any (kept by the archive too: ``ArchiveCheckpointer.held``). So the
 walk at the start of each turn reads the manifest probe and one folder, whatever the distance to the
 seed (spec.md section 11, "History walks", says what a saver so does not see).
 
@@ -36,10 +36,6 @@ from ...format.langgraph import Lineage, folds, partial, plan, record_lg_ids, sc
 from ...format.manifest import Manifest
 from . import writes as W
 from .reading import SaverReads
-from .reading import remember as _remember
-
-MEMO_OBJECTS = 4096
-"""Write objects read apart a saver keeps (``_memo["objects"]``)."""
 
 
 async def collect_history(
@@ -73,24 +69,12 @@ async def collect_history(
     )
     states = {rid: partial(got) for rid, got in parts.items()}
     carried = {x: lineage.carried(x, states) for x in lgs}
-    # then the objects no state carries (the target's parent's, landed during the target's put), once
-    object_memo = saver._memo["objects"]
-    read: dict[str, W.Objects] = {}
-    todo: dict[str, list[str]] = {}
-    for x in lgs:
-        for n in names[x]:
-            if n in carried[x]:
-                continue
-            held = object_memo.get((at, x, n))
-            if held is not None:
-                read.setdefault(x, {})[n] = held
-            else:
-                todo.setdefault(x, []).append(n)
+    # then the objects no state carries (the target's parent's, landed during the target's put), once:
+    # ``W.fetch`` serves an object read before from the archive's cache (``ArchiveCheckpointer.held``)
+    todo = {x: rest for x in lgs if (rest := [n for n in names[x] if n not in carried[x]])}
     got = await asyncio.gather(*(W.fetch(saver.contents, at, x, ns) for x, ns in todo.items()))
-    for x, objs in zip(todo, got, strict=True):
-        read.setdefault(x, {}).update(objs)
-        for n, obj in objs.items():
-            _remember(object_memo, (at, x, n), obj, MEMO_OBJECTS)
+    read: dict[str, W.Objects] = dict(zip(todo, got, strict=True))
+    for x, objs in read.items():
         if objs and x in recent:  # the next put of a (grand)child carries these
             saver.known_writes(at, x, record_lg_ids(lineage.by_lg[x])[1], objs)
 

@@ -105,10 +105,11 @@ WRITES_KEPT = 64
 """Checkpoints whose write objects a saver keeps for the put of their child to carry."""
 
 
-MEMOS = ("index", "objects")
+MEMOS = ("index",)
 """What a saver keeps of what it read (``SaverReads._memo``): each archive thread's write objects'
-names (``write_names``, kept current by the saver's own writes: ``known_writes``) and objects read
-apart. What walks read of states (carried writes, seeds) is the archive's (``ArchiveCheckpointer.aparts``)."""
+names (``write_names``), a listing kept current by the saver's own writes (``known_writes``). What
+walks read of states (carried writes, seeds) and the write objects read apart are the archive's
+(``ArchiveCheckpointer.aparts``, ``held``: one bounded cache for every saver on it)."""
 MEMO_THREADS = 64
 """Archive threads whose write objects' names a saver keeps (from one LIST of each, then kept up to date)."""
 

@@ -69,6 +69,10 @@ class Contents(Protocol):
 
     async def aunstored(self, held: list[tuple[Any, dict[str, Any], str]]) -> list[Any]: ...
 
+    def held(self, key: str) -> tuple[bool, Any]: ...
+
+    def hold(self, key: str, value: Any) -> None: ...
+
 
 WRITES_ROOT = layout.LANGGRAPH_WRITES
 KIND = "langgraph writes"
@@ -182,8 +186,21 @@ async def _stored(store: ObjectStore, archive_thread_id: str, checkpoint_id: str
 async def fetch(contents: Contents, archive_thread_id: str, checkpoint_id: str, wanted: Iterable[str]) -> Objects:
     """The named objects of a checkpoint (``_stored``), their blob references resolved
     (``Contents.aunstored``: one batch of GETs for all of them). An object referencing other blobs than
-    its name lists is refused (``TruncatedObject``): gc keeps only those its name lists."""
-    docs = await _stored(contents.store, archive_thread_id, checkpoint_id, wanted)
+    its name lists is refused (``TruncatedObject``): gc keeps only those its name lists. An object is
+    immutable under its name (a uuid7 per call), so one read before is served from the archive's cache
+    (``Contents.held``: bounded, shared by every saver and reader on the archive)."""
+    out: Objects = {}
+    missing = []
+    wanted = list(wanted)
+    for name in wanted:
+        known, obj = contents.held(layout.writes_key(archive_thread_id, checkpoint_id, name))
+        if known:
+            out[name] = obj
+        else:
+            missing.append(name)
+    if not missing:
+        return out
+    docs = await _stored(contents.store, archive_thread_id, checkpoint_id, missing)
     held = []
     for name, (obj, enc) in docs.items():
         key = layout.writes_key(archive_thread_id, checkpoint_id, name)
@@ -195,7 +212,10 @@ async def fetch(contents: Contents, archive_thread_id: str, checkpoint_id: str, 
             raise TruncatedObject("writes reference other blobs than their name lists; delete the object", key=key)
         held.append((obj[2], {"id": checkpoint_id, **({"enc": enc} if enc is not None else {})}, key))
     values = await contents.aunstored(held)
-    return {name: [obj[0], obj[1], v] for (name, (obj, _)), v in zip(docs.items(), values, strict=True)}
+    for (name, (obj, _)), v in zip(docs.items(), values, strict=True):
+        out[name] = [obj[0], obj[1], v]
+        contents.hold(layout.writes_key(archive_thread_id, checkpoint_id, name), out[name])
+    return {name: out[name] for name in wanted if name in out}
 
 
 async def read_folder(contents: Contents, archive_thread_id: str, checkpoint_id: str) -> Objects:
