@@ -46,6 +46,10 @@ def load_named(archive: ArchiveCheckpointer, thread_id: str, name: str) -> Check
     return archive.load_by_id(named[-1].checkpoint_id) if named else None
 
 
+LOOKAHEAD = 16
+"""Records after the newest one a walk asks for whose carried writes are read with it (``_Thread.states``)."""
+
+
 class _Thread:
     """One archive thread's LangGraph lineage (its manifest: no state built) and the channels' values
     folded so far, by (LangGraph id, channel): a checkpoint's value is walked (``format.langgraph``, the
@@ -58,12 +62,27 @@ class _Thread:
         self.lineage = L.Lineage(self.m)
         self.folded: dict[tuple[str, str], list[Any] | None] = {}
         self._index: dict[str, list[str]] | None = None  # the thread's write objects' names (one LIST)
+        self.ids = list(self.m.records)  # commit order
+        self.order = {rid: i for i, rid in enumerate(self.ids)}
+        self.ahead_to = -1  # the records up to this index were read ahead (``states``)
 
     def states(self, wanted: dict[str, set[Path]]) -> dict[str, dict[str, Any]]:
         """The parts of records' states a walk reads (``Walk.parts``), as ``scan`` reads them: from the
-        archive's part cache, the states it does not hold built in one walk (``ArchiveCheckpointer.aparts``)."""
-        got = run_sync(self.archive.aparts(self.thread_id, wanted, self.m)) if wanted else {}
-        return {rid: L.partial(parts) for rid, parts in got.items()}
+        archive's part cache, the states it does not hold built in one walk (``ArchiveCheckpointer.aparts``).
+
+        A frame over every checkpoint (``changes_frame``) asks, checkpoint after checkpoint, for the
+        carried writes of the records just after each (a child carries its parent's writes, a grandchild
+        the late ones): the ``LOOKAHEAD`` records after the newest one asked for are read in the same
+        walk, so each record is built about once, not once per neighbour asking."""
+        if not wanted:
+            return {}
+        newest = max(self.order.get(rid, -1) for rid in wanted)
+        ahead: dict[str, set[Path]] = {}
+        if newest >= self.ahead_to:  # the records past the last lookahead: the next block of them
+            ahead = {rid: {("writes",)} for rid in self.ids[newest + 1 : newest + 1 + LOOKAHEAD] if rid not in wanted}
+            self.ahead_to = newest + LOOKAHEAD
+        got = run_sync(self.archive.aparts(self.thread_id, {**wanted, **ahead}, self.m))
+        return {rid: L.partial(parts) for rid, parts in got.items() if rid in wanted}
 
     def objects(self, walk: L.Walk, states: dict[str, dict[str, Any]]) -> dict[str, L.Objects]:
         """Every write object of the walk's ancestors: those their carriers' states carry, and the ones
