@@ -80,3 +80,49 @@ def test_the_scan_sees_a_reach() -> None:
     assert ("ckpt_archive.format.layout" in {m for _, m in found}) or any(
         m.startswith("ckpt_archive.format") for _, m in found
     )
+
+
+WITHOUT_LANGGRAPH = """
+import sys, importlib.abc
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("langgraph", "langchain_core"):
+            raise ImportError(f"{name} is not installed")
+        return None
+sys.meta_path.insert(0, Block())
+import tempfile
+import ckpt_archive as ca
+import ckpt_archive.analysis
+from ckpt_archive._sync import run_sync
+from ckpt_archive.format import langgraph as L
+url = tempfile.mkdtemp() + "/a"
+archive = ca.open_archive(url)
+marks = [("a", None, ["m"]), ("b", "a", []), ("c", "b", [])]
+for step, (lg, parent, values) in enumerate(marks):
+    channels = {"m": {"json": ["seed"]}} if values else {}
+    state = {"channels": channels, "writes": {parent: {"w": ["task", "", [[0, "m", "hi-" + lg]]]}} if parent else {}}
+    meta = {"ckpt_archive.langgraph": {"id": lg, "parent": parent, "values": values}}
+    archive.save(ca.Checkpoint(thread_id="t", state=state, step=step, metadata=meta))
+m = run_sync(archive.amanifest("t"))[0]
+lineage = L.Lineage(m)
+walk = L.plan(lineage, "c", ["m"])
+parts = run_sync(archive.aparts("t", walk.parts(), m))
+states = {rid: L.partial(got) for rid, got in parts.items()}
+h = L.scan(walk, ["m"], states, {x: lineage.carried(x, states) for x in walk.lg_ids})["m"]
+assert h.seed == {"json": ["seed"]} and [w[2] for w in h.writes] == ["hi-b", "hi-c"], h
+assert not any(n.split(".")[0] in ("langgraph", "langchain_core") for n in sys.modules)
+print("ok")
+"""
+
+
+def test_the_walk_runs_where_langgraph_is_not_installed() -> None:
+    """The one ``DeltaChannel`` walk (``format.langgraph``) and the offline reader import without the
+    ``langgraph`` extra (analysis reads archives where it is not installed): in a process that cannot
+    import ``langgraph`` or ``langchain_core``, a thread's walk plans, reads through the facade and scans."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_LANGGRAPH], capture_output=True, text=True, cwd=PACKAGE.parent, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
