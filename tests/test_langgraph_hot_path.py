@@ -250,3 +250,65 @@ def test_a_put_hands_its_encoded_state_over_without_a_second_check_and_copy(monk
     got = ArchiveSaver.from_url("memory://lg-hot-owned").get_tuple(cfg)
     assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
     assert got.checkpoint["channel_versions"] == cp["channel_versions"]
+
+
+_EXIT_RIGHT_AFTER_PUT = """
+import json, sys
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+from ckpt_archive.integrations.langgraph import ArchiveSaver
+url, opts = sys.argv[1], json.loads(sys.argv[2])
+saver = ArchiveSaver.from_url(url, opts)  # from_url's policy: hint_idle=1.0
+cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+for i in range(4):  # the first put (with its snapshot and hint), then 3 plain puts that leave it behind
+    cp = generate_checkpoint(channel_values={"turn": i})
+    cp["channel_versions"] = {"turn": i + 1}
+    cfg = saver.put(cfg, cp, generate_metadata(step=i), {"turn": i + 1})
+saver.put_writes(cfg, [("turn", "pending")], "task-1", "p")
+print(json.dumps(cfg))
+"""
+
+
+def test_a_process_that_exits_right_after_its_last_put_leaves_the_hint_current(s3_server: S3Server) -> None:
+    """A writer process that ends within ``hint_idle`` of its last put puts the idle hint on its way out
+    (at interpreter exit), so the next cold reader pays what it pays once a writer went idle (3 round
+    trips, 1 LIST: hint; probes, writes; task) instead of the trailing hint's probes (before: 4-6 round
+    trips and 2 LISTs). Counted at the store and at the (moto) server."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    url = s3_server.make_bucket("lg-hot-exit") + "/a"
+    opts = s3_server.storage_options()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_RIGHT_AFTER_PUT, url, json.dumps(opts)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == "", done.stderr[-2000:]
+    cfg = json.loads(done.stdout)
+    trips = RoundTrips(ca.open_store(url, opts), latency=0.01)
+    s3_server.reset_counts()
+    got = ArchiveSaver(ca.ArchiveCheckpointer(trips, probe_window=1)).get_tuple(_config("t"))
+    assert got is not None and got.config == cfg and got.pending_writes == [("task-1", "turn", "pending")]
+    mine = [kind for kind, path in s3_server.log if path.startswith("/lg-hot-exit")]
+    assert trips.depth == 3 and mine.count("LIST") == 1, (trips.calls, mine)
+
+
+def test_closing_the_saver_puts_the_idle_hint(tmp_path: Path) -> None:
+    """``ArchiveSaver.close()`` (and leaving its ``with`` block) puts the hint ``hint_idle`` would put
+    later, so nothing is left for the exit hook; closing again puts nothing."""
+    trips = RoundTrips(ca.open_store(str(tmp_path)))
+    archive = ca.ArchiveCheckpointer(trips, hint_every=SAVER_HINT_EVERY, hint_idle=600)
+    with ArchiveSaver(archive) as saver:
+        _grow(saver, "t", 3)
+        trips.reset()
+    assert trips.requests["put"] == 1 and trips.calls[0][1].endswith("_head.json.zst"), trips.calls
+    trips.reset()
+    saver.close()
+    assert trips.calls == [], trips.calls
