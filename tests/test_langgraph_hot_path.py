@@ -312,3 +312,84 @@ def test_closing_the_saver_puts_the_idle_hint(tmp_path: Path) -> None:
     trips.reset()
     saver.close()
     assert trips.calls == [], trips.calls
+
+
+class _PerElement:
+    """Counts the per-element checks of list channels (``values.same_json``, ``values.message_cell``,
+    ``values.exact`` at its top) while installed: what a put does element by element in Python."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        for name in ("same_json", "message_cell", "exact"):
+            real = getattr(V, name)
+
+            def counting(*args: Any, _real: Any = real, **kw: Any) -> Any:
+                if kw.get("depth", args[1] if len(args) > 1 and type(args[1]) is int else 0) == 0:
+                    self.n += 1
+                return _real(*args, **kw)
+
+            monkeypatch.setattr(V, name, counting)
+
+
+@pytest.mark.parametrize("messages", [False, True])
+def test_a_put_checks_only_the_new_elements_of_a_list_that_grew(
+    monkeypatch: pytest.MonkeyPatch, messages: bool
+) -> None:
+    """With ``add_messages`` LangGraph hands each put the whole list. The elements the parent's list
+    already held are checked in one C-speed pass over the list (``values.kept_prefix``: one strict dump,
+    one ``==``, one ``marshal``, the prior's text kept from the put before), not element by element in
+    Python: the per-element checks of a put are those of its new elements, the same at 10 and at 120
+    elements (before: one or more per element). An element mutated in place is still seen
+    (``test_an_element_mutated_in_place_is_stored_anew``)."""
+    from langchain_core.messages import AIMessage
+
+    def element(i: int) -> Any:
+        return AIMessage(f"m{i}", id=f"m{i}") if messages else {"role": "user", "content": f"m{i}", "n": i}
+
+    counts = {}
+    for n in (10, 120):
+        saver = ArchiveSaver.from_url(f"memory://lg-hot-prefix-{n}-{messages}")
+        cfg, items = _config("t"), []
+        for i in range(n):
+            items = [*items, element(i)]
+            cp = generate_checkpoint(channel_values={"messages": items})
+            cp["channel_versions"] = {"messages": i + 1}
+            if i == n - 1:
+                counter = _PerElement(monkeypatch)
+            cfg = saver.put(cfg, cp, generate_metadata(step=i), {"messages": i + 1})
+        counts[n] = counter.n
+        monkeypatch.undo()
+        got = ArchiveSaver.from_url(f"memory://lg-hot-prefix-{n}-{messages}").get_tuple(cfg)
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == items
+    assert counts[10] == counts[120] <= 3, counts
+
+
+@pytest.mark.parametrize("messages", [False, True])
+def test_an_element_mutated_in_place_is_stored_anew(messages: bool) -> None:
+    """An element the parent's list held, changed in place before the next put (same object, same
+    position), is stored with its new value: the prefix check compares values, never identities."""
+    from langchain_core.messages import AIMessage
+
+    url = f"memory://lg-hot-mutated-{messages}"
+    saver = ArchiveSaver.from_url(url)
+    first: Any = AIMessage("before", id="m0") if messages else {"content": "before"}
+    items = [first]
+    cfg = _config("t")
+    for i in range(3):
+        cp = generate_checkpoint(channel_values={"messages": list(items)})
+        cp["channel_versions"] = {"messages": i + 1}
+        cfg = saver.put(cfg, cp, generate_metadata(step=i), {"messages": i + 1})
+        if i == 0:
+            if messages:
+                first.content = "after"
+            else:
+                first["content"] = 1.0  # lookalike of 1 for json, not the same type
+        items.append(AIMessage(f"m{i + 1}", id=f"m{i + 1}") if messages else {"content": i})
+    got = ArchiveSaver.from_url(url).get_tuple(cfg)
+    assert got is not None
+    stored = got.checkpoint["channel_values"]["messages"]
+    assert stored == items[:3]
+    if messages:
+        assert stored[0].content == "after"
+    else:
+        assert type(stored[0]["content"]) is float
