@@ -393,3 +393,28 @@ def test_an_element_mutated_in_place_is_stored_anew(messages: bool) -> None:
         assert stored[0].content == "after"
     else:
         assert type(stored[0]["content"]) is float
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_json, min_size=1, max_size=4).flatmap(lambda known: st.tuples(st.just(known), _twin(known))))
+def test_the_one_pass_prefix_check_keeps_exactly_the_cells_the_element_checks_keep(pair: tuple[Any, Any]) -> None:
+    """``kept_prefix`` (the whole prefix in one strict dump, one ``==``, one ``marshal``) keeps a list's
+    prior cells exactly when ``plain_cell`` would keep every one of them element by element: lookalikes
+    (tuples, Enums, str/int subclasses, NaN, UUIDs, 1.0 or True for 1) anywhere fail it."""
+    known, values = pair
+    priors = [V.plain_cell(k, None) for k in known]
+    if any(p is None for p in priors):  # a string orjson refuses: never stored as JSON
+        return
+    lists: V.Lists = {}
+    V.keep_list(lists, priors, None, 0)
+    held = lists[id(priors)]
+
+    def kept(value: Any, prior: Any) -> bool:  # the element's own cell is its prior, or a scalar written alike
+        cell = V.plain_cell(value, prior)
+        return cell is prior or (
+            type(cell) is type(prior) and type(cell) in (str, int, float, bool) and V.dumps(cell) == V.dumps(prior)
+        )
+
+    one_by_one = all(kept(v, p) for v, p in zip(values, priors, strict=True))
+    assert V.kept_prefix(list(values), held) is one_by_one
+    assert V.kept_prefix([*values, "more"], held) is one_by_one  # a longer list: its prefix
