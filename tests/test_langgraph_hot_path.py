@@ -418,3 +418,35 @@ def test_the_one_pass_prefix_check_keeps_exactly_the_cells_the_element_checks_ke
     one_by_one = all(kept(v, p) for v, p in zip(values, priors, strict=True))
     assert V.kept_prefix(list(values), held) is one_by_one
     assert V.kept_prefix([*values, "more"], held) is one_by_one  # a longer list: its prefix
+
+
+def test_a_snapshot_put_on_local_disk_writes_its_objects_in_one_executor_job(tmp_path: Path) -> None:
+    """A snapshot put writes several objects before its commit (the snapshot, its rows' segment, pages):
+    on local disk each write is a job on the thread pool that the event loop waits on, so they go in
+    one job (``ObjectStore.put_many``, ``LocalStore.batched_puts``), then the commit (before: one job
+    per object). Counted at the real store's runner, every file still written and read back."""
+    store = ca.open_store(str(tmp_path))
+    jobs: list[tuple[str, Any]] = []
+    run = store._files.run  # type: ignore[attr-defined]
+
+    async def counting(fn: Any, /, *args: Any) -> Any:
+        jobs.append((fn.__name__, args))
+        return await run(fn, *args)
+
+    store._files.run = counting  # type: ignore[attr-defined]
+    archive = ca.ArchiveCheckpointer(store, hint_every=SAVER_HINT_EVERY, hint_idle=600)
+    saver = ArchiveSaver(archive)
+    cfg = _grow(saver, "t", 10)  # steps 0..9: the next put (step 10) is a snapshot
+    jobs.clear()
+    cp = generate_checkpoint(channel_values={"turn": 10, "note": "x" * 5000})
+    cp["channel_versions"] = {"turn": 11, "note": 11}
+    cfg = saver.put(cfg, cp, generate_metadata(step=10), {"turn": 11, "note": 11})
+    commit = next(i for i, (name, args) in enumerate(jobs) if name == "_write_local" and args[2] is True)
+    before = jobs[:commit]
+    files = [
+        p for name, args in before for p in ([a[0] for a in args[0]] if name == "_write_many_local" else [args[0]])
+    ]
+    assert any("/snapshots/" in p for p in files), jobs
+    assert len(before) == 1 and len(files) >= 2, before
+    got = ArchiveSaver.from_url(str(tmp_path)).get_tuple(cfg)
+    assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
