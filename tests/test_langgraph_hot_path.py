@@ -450,3 +450,37 @@ def test_a_snapshot_put_on_local_disk_writes_its_objects_in_one_executor_job(tmp
     assert len(before) == 1 and len(files) >= 2, before
     got = ArchiveSaver.from_url(str(tmp_path)).get_tuple(cfg)
     assert got is not None and got.checkpoint["channel_values"] == cp["channel_values"]
+
+
+def test_a_put_dumps_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The messages a list already held are compared by the field values they hold now (their
+    ``__dict__`` and extra fields, against a private copy kept from the put that stored them: one strict
+    dump, ``==``, ``marshal`` for the whole prefix), not by a pydantic dump of each (``values._short``,
+    most of a put's CPU at a few hundred messages): a put dumps its new messages only, 1 at 10 and at
+    120 messages (before: one per message)."""
+    from langchain_core.messages import AIMessage
+
+    counts = {}
+    dumped: list[str] = []
+    real = V._short
+
+    def counting(m: Any) -> Any:
+        dumped.append(m.id)
+        return real(m)
+
+    for n in (10, 120):
+        saver = ArchiveSaver.from_url(f"memory://lg-hot-dumps-{n}")
+        cfg, items = _config("t"), []
+        for i in range(n):
+            items = [*items, AIMessage(f"m{i}", id=f"m{i}", response_metadata={"n": i})]
+            cp = generate_checkpoint(channel_values={"messages": items})
+            cp["channel_versions"] = {"messages": i + 1}
+            if i == n - 1:
+                dumped.clear()
+                monkeypatch.setattr(V, "_short", counting)
+            cfg = saver.put(cfg, cp, generate_metadata(step=i), {"messages": i + 1})
+        counts[n] = len(dumped)
+        monkeypatch.undo()
+        got = ArchiveSaver.from_url(f"memory://lg-hot-dumps-{n}").get_tuple(cfg)
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == items
+    assert counts[10] == counts[120] <= 2, counts
