@@ -361,7 +361,7 @@ def test_a_put_checks_only_the_new_elements_of_a_list_that_grew(
         monkeypatch.undo()
         got = ArchiveSaver.from_url(f"memory://lg-hot-prefix-{n}-{messages}").get_tuple(cfg)
         assert got is not None and got.checkpoint["channel_values"]["messages"] == items
-    assert counts[10] == counts[120] <= 3, counts
+    assert counts[10] == counts[120] <= 4, counts  # the prefix's one check, the new element's own
 
 
 @pytest.mark.parametrize("messages", [False, True])
@@ -382,6 +382,7 @@ def test_an_element_mutated_in_place_is_stored_anew(messages: bool) -> None:
         if i == 0:
             if messages:
                 first.content = "after"
+                first.additional_kwargs["x"] = {"deep": [1]}  # a nested field, changed in place too
             else:
                 first["content"] = 1.0  # lookalike of 1 for json, not the same type
         items.append(AIMessage(f"m{i + 1}", id=f"m{i + 1}") if messages else {"content": i})
@@ -390,7 +391,7 @@ def test_an_element_mutated_in_place_is_stored_anew(messages: bool) -> None:
     stored = got.checkpoint["channel_values"]["messages"]
     assert stored == items[:3]
     if messages:
-        assert stored[0].content == "after"
+        assert stored[0].content == "after" and stored[0].additional_kwargs == {"x": {"deep": [1]}}
     else:
         assert type(stored[0]["content"]) is float
 
@@ -406,7 +407,7 @@ def test_the_one_pass_prefix_check_keeps_exactly_the_cells_the_element_checks_ke
     if any(p is None for p in priors):  # a string orjson refuses: never stored as JSON
         return
     lists: V.Lists = {}
-    V.keep_list(lists, priors, None, 0)
+    V.keep_list(lists, priors, known, None, 0)
     held = lists[id(priors)]
 
     def kept(value: Any, prior: Any) -> bool:  # the element's own cell is its prior, or a scalar written alike
@@ -456,8 +457,8 @@ def test_a_put_dumps_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> N
     """The messages a list already held are compared by the field values they hold now (their
     ``__dict__`` and extra fields, against a private copy kept from the put that stored them: one strict
     dump, ``==``, ``marshal`` for the whole prefix), not by a pydantic dump of each (``values._short``,
-    most of a put's CPU at a few hundred messages): a put dumps its new messages only, 1 at 10 and at
-    120 messages (before: one per message)."""
+    most of a put's CPU at a few hundred messages): a put dumps its new message only, 3 dumps at 10 and
+    at 120 messages (its cell, and the check that the cell rebuilds it; before: one more per message)."""
     from langchain_core.messages import AIMessage
 
     counts = {}
@@ -483,4 +484,4 @@ def test_a_put_dumps_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> N
         monkeypatch.undo()
         got = ArchiveSaver.from_url(f"memory://lg-hot-dumps-{n}").get_tuple(cfg)
         assert got is not None and got.checkpoint["channel_values"]["messages"] == items
-    assert counts[10] == counts[120] <= 2, counts
+    assert counts[10] == counts[120] <= 3, counts

@@ -182,7 +182,7 @@ class SerdeCodec:
                 items = [cell(element, prior, inner) for element, prior in zip(value, priors, strict=False)]
                 items.extend(cell(element, None, inner) for element in value[len(priors) :])
             if lists is not None:
-                V.keep_list(lists, items, held, len(priors))
+                V.keep_list(lists, items, value, held, len(priors))
             return {V.ITEMS: items}
         if self.readable and V.is_delta_snapshot(value):
             prior = old.get(V.SNAPSHOT) if type(old) is dict and len(old) == 1 else None
