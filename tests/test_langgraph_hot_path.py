@@ -485,3 +485,40 @@ def test_a_put_dumps_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> N
         got = ArchiveSaver.from_url(f"memory://lg-hot-dumps-{n}").get_tuple(cfg)
         assert got is not None and got.checkpoint["channel_values"]["messages"] == items
     assert counts[10] == counts[120] <= 3, counts
+
+
+_EXIT_WITH_STORE_GONE = """
+from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_metadata
+from ckpt_archive.integrations.langgraph import ArchiveSaver
+from ckpt_archive.testing import S3Server
+server = S3Server().start()
+saver = ArchiveSaver.from_url(server.make_bucket("gone") + "/a", server.storage_options())
+cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+for i in range(3):
+    cp = generate_checkpoint(channel_values={"turn": i})
+    cp["channel_versions"] = {"turn": i + 1}
+    cfg = saver.put(cfg, cp, generate_metadata(step=i), {"turn": i + 1})
+server.inject(503, "SlowDown", count=10_000, method="PUT")  # the store refuses every write from now on,
+# with an idle hint pending: each PUT is retried within its budget (10 s), past the exit's
+"""
+
+
+def test_exit_with_the_store_failing_reports_one_line_and_does_not_hang() -> None:
+    """The exit hook is best effort: a store that fails every write costs the process at most
+    ``EXIT_FLUSH_SECONDS`` more (not each request's retry budget), one line on stderr, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from ckpt_archive.archive.checkpointer import EXIT_FLUSH_SECONDS
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITH_STORE_GONE], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    took = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ckpt_archive: idle head hint not put at exit"), done.stderr
+    assert took < EXIT_FLUSH_SECONDS + 15, took  # imports and the run itself, plus the bounded wait

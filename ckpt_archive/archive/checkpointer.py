@@ -8,6 +8,7 @@ core (``_save``, ``_load``...) is what ``AsyncCoreCheckpointer`` turns into the 
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import sys
 import weakref
@@ -37,15 +38,30 @@ survives it but a timer that can no longer fire usefully)."""
 _exit_hook: list[bool] = []
 
 
+EXIT_FLUSH_SECONDS = 5.0
+"""How long interpreter exit waits for the pending idle hints of every archive together (a store that
+stopped answering must not hold the process: each request's own retry budget is longer)."""
+
+
 def _flush_at_exit() -> None:
     """Put the idle hints still pending (a process ending within ``hint_idle`` of its last save): the next
-    cold reader then finds the head the hint names instead of probing past an older one. Best effort: a
-    failure is one line on stderr, never a traceback at exit."""
-    for archive in list(_IDLE_WRITERS):
-        try:
-            archive.flush_hints()
-        except Exception as exc:  # at exit: report, never raise
-            print(f"ckpt_archive: idle head hint not put at exit ({type(exc).__name__}: {exc})", file=sys.stderr)
+    cold reader then finds the head the hint names instead of probing past an older one. Best effort,
+    all archives at once within ``EXIT_FLUSH_SECONDS``: a failure is one line on stderr, never a
+    traceback at exit."""
+    archives = list(_IDLE_WRITERS)
+    if not archives:
+        return
+
+    async def flush() -> list[BaseException | None]:
+        return await asyncio.gather(*(a.engine.log.idle_hints() for a in archives), return_exceptions=True)
+
+    try:
+        failed = [r for r in run_sync(asyncio.wait_for(flush(), EXIT_FLUSH_SECONDS)) if r is not None]
+    except Exception as exc:  # at exit: report, never raise (a timeout, a loop already gone)
+        failed = [exc]
+    if failed:
+        first = failed[0]
+        print(f"ckpt_archive: idle head hint not put at exit ({type(first).__name__}: {first})", file=sys.stderr)
 
 
 def _note_idle_writer(archive: ArchiveCheckpointer) -> None:
