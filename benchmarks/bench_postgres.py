@@ -15,9 +15,16 @@ Measured: bytes stored (ours: every file under the root, and after gc; Postgres:
 of its three tables, heap + TOAST + indexes, as left by the run and after ``VACUUM FULL``), the duration of
 every ``put`` and of the ``put_writes`` before it, then in a fresh process, each on a newly opened saver:
 ``get_tuple`` (latest), ``get_delta_channel_history`` of ``messages``, ``graph.get_state`` (the state with
-``messages`` rebuilt), list all and list(limit=1). Writes ``results/postgres.json`` and ``postgres.md``.
+``messages`` rebuilt), list all and list(limit=1).
 
-    .venv/bin/python benchmarks/bench_postgres.py [--steps 1000 --repeats 3]
+Then issue 21's real graph, turn by turn (``turn_times``): ``testing.tool_agent`` (an agent on
+``FakeMessagesListChatModel`` asking a tool, then a ~1 KB answer; a ``ToolNode``), ``--turns`` turns in
+one thread, ``durability="sync"``, one graph per saver (``TURN_SAVERS``), the savers interleaved turn by
+turn (turn t of each before turn t+1 of any, the order rotated each turn) so a noisy neighbour on the
+machine lands on all of them alike; per turn, the wall time of ``invoke`` and the time inside the saver's
+``put`` and ``put_writes``. Writes ``results/postgres.json`` and ``postgres.md``.
+
+    .venv/bin/python benchmarks/bench_postgres.py [--steps 1000 --repeats 3 --turns 200]
 """
 
 from __future__ import annotations
@@ -50,6 +57,15 @@ SAVERS = [
     ("PostgresSaver", "add_messages"),
 ]
 PEER = ("PostgresSaver", "DeltaChannel")  # the ratios are against this row
+TURN_SAVERS = [
+    ("ArchiveSaver", "add_messages"),
+    ("ArchiveSaver", "DeltaChannel"),
+    ("PostgresSaver", "DeltaChannel"),
+    ("PostgresSaver", "add_messages"),
+    ("InMemorySaver", "add_messages"),  # LangGraph's own cost, with a saver that does no I/O
+]
+TURN_SNAPSHOTS = 100
+"""``snapshot_frequency`` of the tool graph's ``DeltaChannel`` (``delta_messages_state``'s default)."""
 
 
 def build_graph(checkpointer: Any, channel: str, steps: int) -> Any:
@@ -112,6 +128,68 @@ class Timed:
             self._pending += time.perf_counter() - t0
 
         saver.put, saver.put_writes = timed_put, timed_put_writes
+
+
+def turn_times(graphs: dict[Any, tuple[Any, Timed]], turns: int) -> dict[Any, dict[str, list[float]]]:
+    """Turns ``0..turns-1`` of ``testing.ask`` on every graph, interleaved: turn t of each graph before
+    turn t+1 of any, the order rotated by one each turn. Per graph: each turn's wall time (``turn``) and
+    the time its saver spent in ``put`` and ``put_writes`` during it (``saver``, from its ``Timed``)."""
+    from ckpt_archive.integrations.langgraph.testing import ask
+
+    def spent(t: Timed) -> float:
+        return sum(t.puts) + sum(t.writes) + t._pending
+
+    out: dict[Any, dict[str, list[float]]] = {key: {"turn": [], "saver": []} for key in graphs}
+    order = list(graphs)
+    for turn in range(turns):
+        for key in order:
+            graph, timer = graphs[key]
+            before = spent(timer)
+            t0 = time.perf_counter()
+            ask(graph, THREAD, turn)
+            out[key]["turn"].append(time.perf_counter() - t0)
+            out[key]["saver"].append(spent(timer) - before)
+        order = order[1:] + order[:1]
+    return out
+
+
+def turn_summary(times: dict[str, list[float]]) -> dict[str, float]:
+    """p50 of the turn and of the saver's share, and the last 50 turns' p50 over the first 50's."""
+    turn, saver = times["turn"], times["saver"]
+    k = max(1, min(50, len(turn) // 4))
+    return {
+        "turn_p50": pct(turn, 50),
+        "turn_p90": pct(turn, 90),
+        "saver_p50": pct(saver, 50),
+        "turn_growth": pct(turn[-k:], 50) / pct(turn[:k], 50),
+        "saver_growth": pct(saver[-k:], 50) / pct(saver[:k], 50),
+    }
+
+
+def run_turns(turns: int, pg: PostgresServer | None, tag: str) -> list[dict[str, Any]]:
+    """One interleaved run of the tool graph through ``TURN_SAVERS`` (those available)."""
+    from ckpt_archive.integrations.langgraph.testing import tool_agent
+
+    with tempfile.TemporaryDirectory(prefix="bench-pg-turns-") as tmp:
+        stores, graphs = [], {}
+        for store, channel in TURN_SAVERS:
+            if store == "PostgresSaver" and pg is None:
+                continue
+            where = pg.create_database(f"{tag}_{channel}".lower()) if store == "PostgresSaver" and pg else ""
+            s = open_store(store, where or f"{tmp}/{channel}", {})
+            stores.append(s)
+            delta = TURN_SNAPSHOTS if channel == "DeltaChannel" else 0
+            graphs[store, channel] = (tool_agent(s.saver, turns, delta=delta), Timed(s.saver))
+        times = turn_times(graphs, turns)
+        rows = []
+        for (store, channel), (graph, timer) in graphs.items():
+            state = graph.get_state(CONFIG).values
+            assert len(state["messages"]) == 4 * turns, (store, channel, len(state["messages"]))
+            summary = turn_summary(times[store, channel])
+            rows.append({"store": store, "channel": channel, "puts": len(timer.puts), **summary})
+        for s in stores:
+            s.close()
+        return rows
 
 
 def fresh_reads(store: str, channel: str, where: str, steps: int) -> dict[str, Any]:
@@ -200,6 +278,39 @@ def _row(r: dict[str, Any], peer: dict[str, Any] | None) -> str:
     )
 
 
+TURN_PEER = ("PostgresSaver", "DeltaChannel")
+
+
+def render_turns(p: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    peer = next((r for r in rows if (r["store"], r["channel"]) == TURN_PEER), None)
+
+    def vs(r: dict[str, Any], key: str) -> str:
+        return f" ({r[key] / peer[key]:.2f}x)" if peer and peer is not r and peer[key] else ""
+
+    lines = [
+        "",
+        f"**Issue 21's tool graph, turn by turn**: `testing.tool_agent` (an agent on `FakeMessagesListChatModel` "
+        f"asking a `lookup` tool, then a ~1 KB answer; a `ToolNode`), {p['turns']} turns in one thread "
+        f"({rows[0]['puts']:.0f} puts), durability=sync, `messages` with `add_messages` or a `DeltaChannel` "
+        f"(snapshot every {TURN_SNAPSHOTS} updates); the savers interleaved turn by turn (the order rotated "
+        "each turn). Turn: the wall time of one `invoke` (a question to the answer: 5 puts, 4 put_writes, "
+        "the DeltaChannel's history read); saver: the time inside its `put` and `put_writes` during the "
+        "turn; growth: p50 of the last 50 turns over the first 50. In parentheses: the ratio to "
+        "PostgresSaver + DeltaChannel.",
+        "",
+        "| saver | messages channel | turn p50 ms | turn p90 ms | saver p50 ms a turn | turn growth | saver growth |",
+        "|---" * 7 + "|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['store']} | {r['channel']} | {ms(r['turn_p50'])}{vs(r, 'turn_p50')} | {ms(r['turn_p90'])} "
+            f"| {ms(r['saver_p50'])}{vs(r, 'saver_p50')} | {r['turn_growth']:.2f} | {r['saver_growth']:.2f} |"
+        )
+    return lines
+
+
 def render(out: Path) -> str:
     data = json.loads((out / "postgres.json").read_text())
     p, rows = data["params"], data["rows"]
@@ -228,6 +339,7 @@ def render(out: Path) -> str:
     ]
     peer = next((r for r in rows if (r["store"], r["channel"]) == PEER), None)
     lines += [_row(r, peer) for r in rows]
+    lines += render_turns(p, data.get("turns", []))
     if p.get("skipped"):
         lines += ["", p["skipped"]]
     text = "\n".join(lines) + "\n"
@@ -249,11 +361,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--turns", type=int, default=200, help="turns of the tool graph (0: not run)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     params: dict[str, Any] = {
         "steps": args.steps,
         "repeats": args.repeats,
+        "turns": args.turns,
         "command": " ".join(["benchmarks/bench_postgres.py", *sys.argv[1:]]),
     }
     savers = SAVERS
@@ -272,8 +386,15 @@ def main() -> None:
             runs = [run(store, channel, args.steps, pg, f"r{i}_{channel}".lower()) for i in range(args.repeats)]
             rows.append(median_of(runs))
             print(f"{store:14} {channel:13} {rows[-1]['bytes']:>13,.0f} B  {rows[-1]['run']:.1f}s", flush=True)
+        turn_rows: list[dict[str, Any]] = []
+        if args.turns:
+            runs = [run_turns(args.turns, pg, f"turns{i}") for i in range(args.repeats)]
+            turn_rows = [median_of([run[j] for run in runs]) for j in range(len(runs[0]))]
+            for r in turn_rows:
+                print(f"turns {r['store']:14} {r['channel']:13} p50 {ms(r['turn_p50'])} ms", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "postgres.json").write_text(json.dumps({"params": params, "rows": rows}, default=str))
+    data = {"params": params, "rows": rows, "turns": turn_rows}
+    (args.out / "postgres.json").write_text(json.dumps(data, default=str))
     print(render(args.out))
 
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(BENCH))
 
 import pg_server  # noqa: E402
 from bench_peers import split_log  # noqa: E402
-from bench_postgres import SAVERS  # noqa: E402
+from bench_postgres import SAVERS, TURN_SAVERS  # noqa: E402
 from peers import STORES, available  # noqa: E402
 
 
@@ -76,13 +76,19 @@ def test_save_cpu_benchmark_smoke(tmp_path: Path) -> None:
 
 
 def test_round_trip_benchmark_smoke(tmp_path: Path) -> None:
-    cmd = [sys.executable, str(BENCH / "bench_rtt.py"), "--steps", "12", "--latency-ms", "5", "--out", str(tmp_path)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=180)
+    cmd = [sys.executable, str(BENCH / "bench_rtt.py"), "--steps", "12", "--latency-ms", "5", "--turns", "2"]
+    subprocess.run([*cmd, "--out", str(tmp_path)], check=True, capture_output=True, text=True, timeout=180)
     rows = {r["store"]: r for r in json.loads((tmp_path / "rtt.json").read_text())}
     assert rows["native"]["rt_load"] == 2 and rows["native"]["rt_max"] <= 3, (
         rows
     )  # saves: payloads, commit, fold + hint
-    assert "| native |" in (tmp_path / "rtt.md").read_text()
+    md = (tmp_path / "rtt.md").read_text()
+    assert "| native |" in md
+    graph = {(r["store"], r["channel"]): r for r in json.loads((tmp_path / "rtt_graph.json").read_text())}
+    assert ("ArchiveSaver", "add_messages") in graph and ("ArchiveSaver", "DeltaChannel") in graph, graph
+    for r in graph.values():  # the tool graph's turns: 5 puts each, every request counted at the server
+        assert r["puts"] == 10 and r["req_turn"] > 0 and r["turn_p50"] > 0, r
+    assert "| ArchiveSaver | DeltaChannel |" in md
 
 
 def test_hint_benchmark_smoke(tmp_path: Path) -> None:
@@ -104,7 +110,8 @@ def test_hint_benchmark_smoke(tmp_path: Path) -> None:
 
 
 def _postgres_bench(tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    cmd = [sys.executable, str(BENCH / "bench_postgres.py"), "--steps", "12", "--repeats", "1", "--out", str(tmp_path)]
+    cmd = [sys.executable, str(BENCH / "bench_postgres.py"), "--steps", "12", "--repeats", "1", "--turns", "3"]
+    cmd += ["--out", str(tmp_path)]
     subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
     data: dict[str, Any] = json.loads((tmp_path / "postgres.json").read_text())
     return data
@@ -124,12 +131,17 @@ def test_postgres_benchmark_smoke(tmp_path: Path) -> None:
     assert rows["PostgresSaver", "DeltaChannel"]["history_writes"] == 12  # no snapshot within 100 updates
     md = (tmp_path / "postgres.md").read_text()
     assert "| PostgresSaver | DeltaChannel |" in md and "| ArchiveSaver | add_messages |" in md
+    turns = {(r["store"], r["channel"]): r for r in data["turns"]}  # the tool graph, turn by turn
+    assert list(turns) == TURN_SAVERS, turns
+    assert all(r["puts"] == 15 and r["turn_p50"] > 0 for r in turns.values()), turns
+    assert "tool graph, turn by turn" in md
 
 
 @pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
 def test_postgres_benchmark_without_server_says_what_to_install(tmp_path: Path) -> None:
     data = _postgres_bench(tmp_path, {**os.environ, "PG_BIN": str(tmp_path / "no-postgres")})
     assert [r["store"] for r in data["rows"]] == ["ArchiveSaver", "ArchiveSaver"]
+    assert [r["store"] for r in data["turns"]] == ["ArchiveSaver", "ArchiveSaver", "InMemorySaver"]
     assert "apt-get install postgresql" in (tmp_path / "postgres.md").read_text()
 
 

@@ -8,6 +8,10 @@ core (``_save``, ``_load``...) is what ``AsyncCoreCheckpointer`` turns into the 
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import sys
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping
 from datetime import timedelta
 from typing import Any, Unpack
@@ -27,6 +31,50 @@ from ..retention import GcReport, PruneReport, RetentionPolicy
 from ..storage import ObjectStore
 
 __all__ = ["ArchiveCheckpointer"]
+
+_IDLE_WRITERS: weakref.WeakSet[ArchiveCheckpointer] = weakref.WeakSet()
+"""Archives with a ``hint_idle`` policy that saved in this process: their pending idle hints are put at
+interpreter exit (``_flush_at_exit``). Weak: an archive dropped earlier was collected (nothing pending
+survives it but a timer that can no longer fire usefully)."""
+_exit_hook: list[bool] = []
+
+
+EXIT_FLUSH_SECONDS = 5.0
+"""How long interpreter exit waits for the pending idle hints of every archive together (a store that
+stopped answering must not hold the process: each request's own retry budget is longer)."""
+
+
+def _flush_at_exit() -> None:
+    """Put the idle hints still pending (a process ending within ``hint_idle`` of its last save): the next
+    cold reader then finds the head the hint names instead of probing past an older one. Best effort,
+    all archives at once within ``EXIT_FLUSH_SECONDS``: a failure is one line on stderr, never a
+    traceback at exit."""
+    archives = list(_IDLE_WRITERS)
+    if not archives:
+        return
+
+    async def flush() -> list[BaseException | None]:
+        return await asyncio.gather(*(a.engine.log.idle_hints() for a in archives), return_exceptions=True)
+
+    try:
+        failed = [r for r in run_sync(asyncio.wait_for(flush(), EXIT_FLUSH_SECONDS)) if r is not None]
+    except Exception as exc:  # at exit: report, never raise (a timeout, a loop already gone)
+        failed = [exc]
+    if failed:
+        first = failed[0]
+        print(f"ckpt_archive: idle head hint not put at exit ({type(first).__name__}: {first})", file=sys.stderr)
+
+
+def _note_idle_writer(archive: ArchiveCheckpointer) -> None:
+    """After a save: an archive with ``hint_idle`` may hold an idle hint that must not die with the process.
+    The exit hook is registered after the first such save, so after the storage client's own exit
+    finalizers (atexit runs last-registered first): the hints go out while the client still works."""
+    if archive.engine.root.hint_idle is None:
+        return
+    _IDLE_WRITERS.add(archive)
+    if not _exit_hook:
+        _exit_hook.append(True)
+        atexit.register(_flush_at_exit)
 
 
 class ArchiveCheckpointer(AsyncCoreCheckpointer):
@@ -69,18 +117,37 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         return self.engine.root.full_snapshot_interval
 
     def flush_hints(self) -> None:
-        """Put now the head hints ``hint_idle`` would put later (before the process ends, say)."""
+        """Put now the head hints ``hint_idle`` would put later (``close`` and interpreter exit do)."""
         run_sync(self.engine.log.idle_hints())
 
     async def aflush_hints(self) -> None:
         await run_async(self.engine.log.idle_hints())
+
+    def close(self) -> None:
+        """Done saving with this instance: put the idle hints it still owes (``flush_hints``), so a cold
+        reader finds the current head without probing. The instance stays usable; closing is optional
+        (interpreter exit does the same for the instances that saved)."""
+        self.flush_hints()
+        _IDLE_WRITERS.discard(self)
+
+    async def aclose(self) -> None:
+        await self.aflush_hints()
+        _IDLE_WRITERS.discard(self)
+
+    def __enter__(self) -> ArchiveCheckpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- what this instance holds, and the head after one probe (integrations) ----
     async def asave_owned(self, checkpoint: Checkpoint) -> str:
         """``asave`` of a checkpoint whose state and messages the caller built for this save, of JSON
         types only, and never mutates (an integration's encoded values): serialised once for their
         digests, not checked and privately copied again (``ops.save.save(owned=True)``)."""
-        return await run_async(save.save(self.engine, checkpoint, owned=True))
+        cid = await run_async(save.save(self.engine, checkpoint, owned=True))
+        _note_idle_writer(self)
+        return cid
 
     def known_head(self, thread_id: str) -> CheckpointInfo | None:
         """The head of the thread as this instance last saw it (no request; it may be behind: a save
@@ -188,7 +255,9 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     # -- the protocol's async core -----------------------------------------------
     async def _save(self, checkpoint: Checkpoint) -> str:
-        return await save.save(self.engine, checkpoint)
+        cid = await save.save(self.engine, checkpoint)
+        _note_idle_writer(self)
+        return cid
 
     async def _load(self, thread_id: str) -> Checkpoint | None:
         return await reads.load(self.engine, thread_id)

@@ -410,7 +410,7 @@ class ThreadLog:
         thread_id = m.thread_id
         stored = m.commit_entry(planned.actions)  # refused (StateTooLarge) before any payload is written
         await asyncio.gather(
-            *(self.store.put(key, data) for key, data in planned.objects),
+            self.store.put_many(planned.objects),  # on local disk one executor job (``batched_puts``)
             *(self.store.copy(src, dst) for src, dst in planned.copies.items()),
         )
         await self.root.check(create=True)  # the first commit creates the archive marker

@@ -73,6 +73,12 @@ class ObjectStore(abc.ABC):
         return True
 
     @property
+    def batched_puts(self) -> bool:
+        """``put_many`` writes its objects in one request of the backend (``_put_many``): local disk,
+        whose every write is a job on a thread pool, makes one job of them instead of one per object."""
+        return False
+
+    @property
     def retried(self) -> int:
         return self.retry.retried
 
@@ -131,6 +137,15 @@ class ObjectStore(abc.ABC):
     async def put(self, key: str, data: bytes) -> None:
         """Write (or replace) ``key`` atomically: readers see the old or the new bytes."""
         await self.retry.run(lambda: self._put(key, data), self.root, key)
+
+    async def put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """``put`` of every ``(key, data)``, together: all have landed when it returns (a commit that
+        names them may follow). Where the backend ``batched_puts``, in one request (retried whole: a
+        put is idempotent); elsewhere each its own request, all at once."""
+        if self.batched_puts and len(items) > 1:
+            await self.retry.run(lambda: self._put_many(items), self.root, items[0][0])
+        else:
+            await asyncio.gather(*(self.put(key, data) for key, data in items))
 
     async def put_if_absent(self, key: str, data: bytes) -> bool:
         """Create ``key`` only if it does not exist; False if it already did (with other bytes).
@@ -195,6 +210,10 @@ class ObjectStore(abc.ABC):
 
     @abc.abstractmethod
     async def _put(self, key: str, data: bytes) -> None: ...
+
+    async def _put_many(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """One attempt at every put of ``items`` (a backend with ``batched_puts`` does it in one request)."""
+        await asyncio.gather(*(self._put(key, data) for key, data in items))
 
     @abc.abstractmethod
     async def _create(self, key: str, data: bytes) -> bool:

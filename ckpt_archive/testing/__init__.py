@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -53,11 +54,14 @@ class Faults:
 
 
 class S3Server:
-    """moto S3 over HTTP on 127.0.0.1 with a request counter."""
+    """moto S3 over HTTP on 127.0.0.1 with a request counter. ``latency`` (seconds) is added to every
+    request at the server, whichever client sent it (ours, a peer saver's, s3fs's paginated listings
+    included); the server is threaded, so requests sent together wait together, as on a real store."""
 
     region = "eu-west-1"
 
-    def __init__(self) -> None:
+    def __init__(self, latency: float = 0.0) -> None:
+        self.latency = latency
         self.port = 0  # bound by ``start`` (port 0: the kernel's pick, which no other process holds)
         self.endpoint = ""
         self.requests: Counter[str] = Counter()
@@ -98,6 +102,8 @@ class S3Server:
             with self._lock:
                 self.requests[kind] += 1
                 self.log.append((kind, environ.get("PATH_INFO", "")))
+            if self.latency:
+                time.sleep(self.latency)
             fault = self._fault_for(method, environ.get("PATH_INFO", ""))
             if fault is None:
                 return app(environ, start_response)
@@ -171,8 +177,6 @@ class S3Server:
 
 
 def _wait_port(port: int, proc: Any, what: str, log: str, timeout: float = 30.0) -> None:
-    import time
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:

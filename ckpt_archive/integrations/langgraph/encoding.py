@@ -85,11 +85,15 @@ class SerdeCodec:
         where: str = "",
         texts: V.Texts | None = None,
         messages: dict[bytes, BaseMessage | None] | None = None,
+        lists: V.Lists | None = None,
     ) -> None:
         self.serde = serde
         self.raw = raw
         self.texts = texts
         """Canonical texts of ``json`` cells by id (``values.plain_cell``), kept by the saver between puts."""
+        self.lists = lists
+        """The lists of cells the saver's puts stored, with their text (``values.Lists``): a list channel
+        that grew is checked against its parent's in one pass (``values.kept_prefix``)."""
         self.limit = limit
         self.where = where
         self.messages = messages
@@ -105,7 +109,7 @@ class SerdeCodec:
         ns = f", namespace {checkpoint_ns!r}" if checkpoint_ns else ""
         cid = f", checkpoint {checkpoint_id!r}" if checkpoint_id else ""
         where = f" of thread {thread_id!r}{ns}{cid}"
-        return SerdeCodec(self.serde, self.raw, self.limit, where, self.texts, self.messages)
+        return SerdeCodec(self.serde, self.raw, self.limit, where, self.texts, self.messages, self.lists)
 
     def _keep(self, text: str, data: bytes) -> None:
         if self.raw is not None:
@@ -154,29 +158,40 @@ class SerdeCodec:
                 ) from exc
         return out
 
-    def encode_channel(self, value: Any, old: Any, depth: int = 0) -> Any:
+    def encode_channel(self, value: Any, old: Any, depth: int = 0, *, keep: bool = True) -> Any:
         """One channel entry (a cell, ``values.py``); a list reuses the cells of ``old``'s items it still
         starts with.
 
         Every element is still encoded (an element mutated in place must be seen), and an element whose
         encoding is unchanged keeps the old cell: the same JSON text, or the same serde bytes (with
         ``raw`` holding the bytes of the old items, kept by the saver from put to put), so the delta of
-        a list that grew is an append of its new elements. ``depth``: tagged containers around it."""
+        a list that grew is an append of its new elements. When the old items are a list this saver
+        put (``lists``), the elements the list still starts with are checked against them in one pass
+        (``values.kept_prefix``), each new element alone. ``depth``: tagged containers around it; ``keep``:
+        note the list for the next put (not a pending write's: no put starts from it)."""
         if type(value) is list:
             old_items = old.get(V.ITEMS) if type(old) is dict and len(old) == 1 else None
             priors: list[Any] = old_items if type(old_items) is list else []
-            cell, inner = self.cell, depth + 1
-            items = [cell(element, prior, inner) for element, prior in zip(value, priors, strict=False)]
-            items.extend(cell(element, None, inner) for element in value[len(priors) :])
+            cell, inner, lists = self.cell, depth + 1, self.lists if self.readable and keep else None
+            held = lists.get(id(priors)) if lists is not None and priors else None
+            if held is not None and (held[0] is not priors or not V.kept_prefix(value, held)):
+                held = None
+            if held is not None:
+                items = [*priors, *(cell(element, None, inner) for element in value[len(priors) :])]
+            else:
+                items = [cell(element, prior, inner) for element, prior in zip(value, priors, strict=False)]
+                items.extend(cell(element, None, inner) for element in value[len(priors) :])
+            if lists is not None:
+                V.keep_list(lists, items, value, held, len(priors))
             return {V.ITEMS: items}
         if self.readable and V.is_delta_snapshot(value):
             prior = old.get(V.SNAPSHOT) if type(old) is dict and len(old) == 1 else None
-            return {V.SNAPSHOT: self.encode_channel(value.value, prior, depth + 1)}
+            return {V.SNAPSHOT: self.encode_channel(value.value, prior, depth + 1, keep=keep)}
         return self.cell(value, old, depth)
 
     def encode_value(self, value: Any) -> Any:
         """A pending write's value: a cell, a list element by element (``encode_channel`` without priors)."""
-        return self.encode_channel(value, None)
+        return self.encode_channel(value, None, keep=False)
 
     def cell(self, value: Any, prior: Any, depth: int = 0) -> Any:
         """One value as a cell: JSON when the saver's serde is the plain one and JSON holds the value

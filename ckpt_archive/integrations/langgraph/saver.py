@@ -48,7 +48,7 @@ from .maintenance import Maintenance
 from .reading import MEMOS, Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
 from .reading import record_lg_ids as lg_ids_of
 from .serde import AllowedTypes, check_serde, keys_of, strict_serde
-from .values import Texts
+from .values import Lists, Texts
 
 SAVER_HINT_EVERY = 10
 """``from_url``'s ``hint_every`` (``open_archive``): a plain put writes its commit entry alone (1 PUT, one
@@ -109,6 +109,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         self._known: dict[str, dict[str, tuple[str, int]]] = {}  # archive thread -> lg id -> (archive id, step)
         self._put_raw: dict[str, bytes] = {}  # base64 text -> bytes of the values last put (encode_channel)
         self._put_texts: Texts = {}  # id of a json cell put -> (cell, its canonical text) (values.plain_cell)
+        self._put_lists: Lists = {}  # id of a list of cells put -> (cells, text, views) (values.kept_prefix)
         if keys := keys_of(allowed_types):  # the mechanism compile() uses for a graph's schema types
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
@@ -150,6 +151,26 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         )
         return cls(archive, serde=serde, allowed_types=allowed_types, **kw)
 
+    def close(self) -> None:
+        """Done with this saver: put the head hint ``hint_idle`` would put later (``ArchiveCheckpointer.close``),
+        so the next cold ``get_tuple`` reads the head in 2-3 round trips. Interpreter exit does the same."""
+        self.archive.close()
+
+    async def aclose(self) -> None:
+        await self.archive.aclose()
+
+    def __enter__(self) -> ArchiveSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ArchiveSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     @property
     def maintenance(self) -> Maintenance:
         """Built on access: ``with_allowlist`` clones the saver, and the clone must use its own serde."""
@@ -178,7 +199,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             parent_cid = None if parent is None else parent.checkpoint_id
             step = 0 if base is None else base.step + 1
         parent_state = await self.state(parent_cid, at) if parent_cid is not None else None
-        codec = SerdeCodec(self.serde, self._put_raw, PUT_RAW_LIMIT, texts=self._put_texts)
+        codec = SerdeCodec(self.serde, self._put_raw, PUT_RAW_LIMIT, texts=self._put_texts, lists=self._put_lists)
         plain, typed = split_metadata(codec, dict(get_checkpoint_metadata(config, metadata)))
         state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
         if carried := self.carry(at, lg_parent):  # earlier steps' writes, in this commit

@@ -233,8 +233,13 @@ def tool_agent(checkpointer: Any, turns: int, *, fail_every: int = 0, delta: int
     return g.compile(checkpointer=checkpointer)
 
 
+def ask(graph: Any, thread_id: str, turn: int, *, durability: str = "sync") -> None:
+    """Turn ``turn``: the question ``question-<turn>`` (id ``human-<turn>``) to ``graph`` in ``thread_id``."""
+    question = {"messages": [HumanMessage(f"question-{turn}", id=f"human-{turn}")]}
+    graph.invoke(question, {"configurable": {"thread_id": thread_id}}, durability=durability)
+
+
 def chat(graph: Any, thread_id: str, turns: int, *, durability: str = "sync") -> None:
-    """``turns`` questions (``question-<t>``, ids ``human-<t>``) to ``graph`` in thread ``thread_id``."""
-    config = {"configurable": {"thread_id": thread_id}}
+    """``turns`` questions (``ask``) to ``graph`` in thread ``thread_id``."""
     for t in range(turns):
-        graph.invoke({"messages": [HumanMessage(f"question-{t}", id=f"human-{t}")]}, config, durability=durability)
+        ask(graph, thread_id, t, durability=durability)

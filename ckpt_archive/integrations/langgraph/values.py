@@ -199,6 +199,101 @@ def plain_cell(value: Any, prior: Any, texts: Texts | None = None) -> Any:
     return cell
 
 
+Lists = dict[int, tuple[list[Any], bytes, list[Any], tuple[bool, ...]]]
+"""id of a list's ``items`` a put stored -> (those cells, the canonical text of their views as one JSON
+array, a private copy of the views, which cells are messages): what a saver keeps from put to put so
+that the elements a list still starts with are checked in one pass (``kept_prefix``). A cell's view is
+the JSON value an element must be to keep it: a ``json`` cell's value, a scalar cell itself, and for a
+message cell the message's field values as they were when it was stored (``_fields``)."""
+LISTS_KEPT = 256
+LISTS_BYTES = 128 << 20
+"""At most this many lists, of at most this much text together, before the cache starts over (one entry
+per channel list of each thread's newest put: a put replaces its parent's)."""
+
+
+def _fields(message: BaseMessage) -> list[Any]:
+    """What a message's cell is made from, besides its class: its field values and extra fields (its
+    dump, ``_short`` or ``_full``, and whether that rebuilds it, are a function of these and the class)."""
+    return [message.__dict__, message.__pydantic_extra__]
+
+
+def _views(cells: list[Any], values: list[Any]) -> tuple[list[Any], tuple[bool, ...]] | None:
+    """The views of ``cells`` (see ``Lists``), the cells of ``values``, and which are messages; None when
+    one is another kind (a serde pair, a tagged container): such a list is checked element by element."""
+    views: list[Any] = []
+    flags: list[bool] = []
+    for c, v in zip(cells, values, strict=True):
+        t = type(c)
+        if t is str or t is int or t is float or t is bool:
+            views.append(c)
+            flags.append(False)
+        elif t is dict and len(c) == 1 and JSON in c:
+            views.append(c[JSON])
+            flags.append(False)
+        elif t is dict and "type" in c and not (TAGS & c.keys()) and type(v) is MESSAGES.get(c["type"]):
+            views.append(_fields(v))
+            flags.append(True)
+        else:
+            return None
+    return views, tuple(flags)
+
+
+def kept_prefix(values: list[Any], held: tuple[list[Any], bytes, list[Any], tuple[bool, ...]]) -> bool:
+    """Do the first ``len(cells)`` elements of ``values`` keep their cells (``held``: a ``Lists`` entry)?
+    Each element is its view's JSON value exactly -- for a message cell, a message of the same class
+    whose field values are exactly those it had when its cell was made, so its cell would be the same --
+    which ``same_json`` decides for the whole prefix at once (the strict text of a JSON array is its
+    elements' texts joined, and a JSON text splits one way only). Values, never identities: an element
+    changed in place fails it."""
+    cells, text, known, flags = held
+    k = len(cells)
+    if len(values) < k:
+        return False
+    head = values[:k]
+    if True in flags:
+        for i, is_message in enumerate(flags):
+            if is_message:
+                m = head[i]
+                if type(m) is not MESSAGES.get(cells[i]["type"]):
+                    return False
+                head[i] = _fields(m)
+    return same_json(head, known, text)
+
+
+def keep_list(
+    lists: Lists,
+    items: list[Any],
+    values: list[Any],
+    held: tuple[list[Any], bytes, list[Any], tuple[bool, ...]] | None,
+    k: int,
+) -> None:
+    """Note ``items`` (the cells a put stored for the list ``values``) in ``lists``; ``held``: the entry
+    of the first ``k`` cells, which it extends (only the new cells are viewed and serialised), or None
+    (all are). Views that are not exactly JSON (a tuple in a message's metadata) are not kept: a check
+    against them would never hold."""
+    if held is not None:
+        lists.pop(id(held[0]), None)  # the parent's list: its successor is the one a next put starts from
+    start = k if held is not None else 0
+    viewed = _views(items[start:], values[start:])
+    if viewed is None:
+        return
+    views, flags = viewed
+    tail = dumps(views)
+    if tail is None:
+        return
+    known = orjson.loads(tail)  # a private copy: the message objects may change after the put
+    if not same_json(views, known, tail):
+        return
+    if held is not None and k:
+        text = held[1][:-1] + (b"," + tail[1:] if views else b"]")
+        known, flags = held[2] + known, held[3] + flags
+    else:
+        text = tail
+    if len(lists) >= LISTS_KEPT or sum(len(e[1]) for e in lists.values()) + len(text) > LISTS_BYTES:
+        lists.clear()
+    lists[id(items)] = (items, text, known, flags)
+
+
 def _keep_text(texts: Texts | None, cell: Any, text: bytes) -> None:
     if texts is not None:
         if len(texts) >= TEXTS_KEPT:
