@@ -1,0 +1,82 @@
+"""Per-call work of the read path a fresh ``ArchiveSaver`` serves LangGraph from (issue 21: ``list()``,
+``get_state_history``, ``get_delta_channel_history``): what one call reads and builds, counted, not timed.
+
+A whole-thread build replays forward: each full record is built from its parent's content (just built)
+and its history rows, checked against its digests, so a batch decodes the snapshot its oldest chain
+starts from and no other (``ChainReader._from_rows``); the states agree with a load of each by id,
+which reads its snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
+
+import ckpt_archive as ca
+from ckpt_archive._sync import run_sync
+from ckpt_archive.engine.chains import ChainReader
+from ckpt_archive.integrations.langgraph import ArchiveSaver
+
+
+class _Snapshots:
+    """Counts the snapshots chain replays decode (``ChainReader._snapshot``) while installed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        real = ChainReader._snapshot
+
+        async def counting(reader: ChainReader, rec: Any) -> Any:
+            self.n += 1
+            return await real(reader, rec)
+
+        monkeypatch.setattr(ChainReader, "_snapshot", counting)
+
+
+def _chat(saver: ArchiveSaver, thread: str, n: int) -> None:
+    """``n`` puts of a growing message list (``add_messages``-like: the whole list every step)."""
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    for i in range(n):
+        kind = HumanMessage if i % 2 == 0 else AIMessage
+        messages = [*messages, kind(f"turn {i} " + "x" * 200, id=f"m{i}")]
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": messages, "step": i}
+        cp["channel_versions"] = {"messages": i + 1, "step": i + 1}
+        cfg = saver.put(cfg, cp, {"source": "loop", "step": i, "parents": {}}, {"messages": i + 1, "step": i + 1})
+
+
+def test_a_whole_thread_build_decodes_one_snapshot_and_agrees_with_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``history`` and a batch of every checkpoint (``acontents``) decode the first snapshot only (before:
+    one per full record, 6 of 60 checkpoints); each state equals a load by id, which reads its snapshot."""
+    url = "memory://lg-reads-engine"
+    writer = ca.open_archive(url, full_snapshot_interval=10)
+    for i in range(60):
+        writer.save(ca.Checkpoint.new("t", {"m": [f"msg {j}" for j in range(i + 1)], "n": i}, step=i))
+    counted = _Snapshots(monkeypatch)
+    walked = list(ca.open_archive(url).history("t"))
+    assert counted.n == 1
+    counted.n = 0
+    fresh = ca.open_archive(url)
+    ids = [c.checkpoint_id for c in walked]
+    built = run_sync(fresh.acontents("t", ids))
+    assert counted.n == 1
+    for ckpt in walked:
+        alone = ca.open_archive(url).load_by_id(ckpt.checkpoint_id)
+        assert alone is not None and alone.state == ckpt.state == built[ckpt.checkpoint_id][0]
+
+
+@pytest.mark.parametrize("n", [40, 120])
+def test_list_all_from_a_fresh_saver_decodes_one_snapshot_per_window(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """``list()`` of a whole thread from a fresh saver decodes one snapshot per window of listed
+    checkpoints (8, then 64 at a time), whatever the thread's length (before: one per full record,
+    n/10), and lists every checkpoint with its messages."""
+    url = f"memory://lg-reads-list-{n}"
+    _chat(ArchiveSaver.from_url(url), "t", n)
+    counted = _Snapshots(monkeypatch)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == n
+    assert [len(t.checkpoint["channel_values"]["messages"]) for t in got] == list(range(n, 0, -1))
+    windows = 1 + -(-(n - 8) // 64)
+    assert counted.n <= windows
