@@ -94,8 +94,8 @@ class SerdeCodec:
         self.where = where
         self.messages = messages
         """Messages decoded so far, by the JSON text of their cell: a listed history holds the same
-        messages in every checkpoint (~n^2/2 of them), each is validated at most twice and then copied
-        afresh (``values.fresh_copy``)."""
+        messages in every checkpoint (~n^2/2 of them), each is validated once and then copied afresh
+        (``values.fresh_copy``)."""
         self.readable = type(serde) is JsonPlusSerializer
         """Values as JSON where exact (``values.py``): only with LangGraph's plain serde, whose output is
         readable anyway; any other (``EncryptedSerializer``, a serde of the user's own) sees every value."""
@@ -262,15 +262,15 @@ class SerdeCodec:
         if memo is None:
             return V.decode_message(cell, self.where)
         text = orjson.dumps(cell)
-        held = memo.get(text, _UNSEEN)
-        if held is not None and held is not _UNSEEN:
+        held = memo.get(text)
+        if held is not None:
             return V.fresh_copy(held)
         message = V.decode_message(cell, self.where)
         if len(memo) >= self.MESSAGES_LIMIT:
             memo.clear()
-        # seen once: only noted (a read that meets each message once pays no copy); seen again: a copy
-        # is kept, never handed out, so nobody can change it
-        memo[text] = None if held is _UNSEEN else V.fresh_copy(message)
+        # validated once: a copy is kept, never handed out, so nobody can change it (a copy costs a
+        # fifth of a validation, and a listed history meets each message in every later checkpoint)
+        memo[text] = V.fresh_copy(message)
         return message
 
     def _items(self, cells: list[Any], depth: int) -> list[Any]:
@@ -278,9 +278,6 @@ class SerdeCodec:
         if all(type(c) is list for c in cells):
             return self.loads_many(cells)
         return [self.decode(c, depth) for c in cells]
-
-
-_UNSEEN: Any = object()
 
 
 def _blob(typ: str, data: bytes) -> Blob:
