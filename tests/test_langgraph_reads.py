@@ -106,3 +106,24 @@ def test_list_validates_each_message_once_and_hands_out_unshared_copies(monkeypa
     firsts[0].content = "changed"
     firsts[0].additional_kwargs["k"] = 1
     assert all(m.content.startswith("turn 0") and not m.additional_kwargs for m in firsts[1:])
+
+
+@pytest.mark.parametrize("turns", [20, 45])
+def test_a_fresh_savers_delta_channel_walk_decodes_one_snapshot(monkeypatch: pytest.MonkeyPatch, turns: int) -> None:
+    """``get_delta_channel_history`` from a newly opened saver builds the states carrying the range's
+    writes in one forward replay: one snapshot decoded however long the range (before: one per full
+    record in it, 6 at 20 turns and 14 at 45), and the history equals the writing saver's."""
+    from ckpt_archive.integrations.langgraph.testing import delta_chat
+
+    url = f"memory://lg-reads-walk-{turns}"
+    writer = ArchiveSaver.from_url(url)
+    app = delta_chat(writer)
+    config: Any = {"configurable": {"thread_id": "chat"}}
+    for _ in range(turns):
+        app.invoke({}, config, durability="sync")
+    want = writer.get_delta_channel_history(config=config, channels=["messages"])
+    counted = _Snapshots(monkeypatch)
+    got = ArchiveSaver.from_url(url).get_delta_channel_history(config=config, channels=["messages"])
+    assert counted.n == 1
+    assert len(got["messages"]["writes"]) == turns
+    assert got == want
