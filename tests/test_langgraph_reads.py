@@ -147,3 +147,32 @@ def test_list_all_parses_each_segment_once(monkeypatch: pytest.MonkeyPatch) -> N
     got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
     assert len(got) == 150
     assert len(parsed) == len(set(parsed)) > 10
+
+
+def test_list_finds_each_message_cell_by_identity_not_by_serialising_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The states of a listing share their unchanged message cells, so a fresh saver's ``list()`` of a
+    thread holding the messages so far in every checkpoint serialises a cell to find its message only
+    the first time it meets that cell object: at most one per message per window (before: every
+    message of every checkpoint, n(n+1)/2 = 820 at 40 steps); the tuples still equal the same
+    checkpoints read alone."""
+    from ckpt_archive.integrations.langgraph import encoding
+
+    url = "memory://lg-reads-cells"
+    n = 40
+    _chat(ArchiveSaver.from_url(url), "t", n)
+    texts = 0
+    real = encoding.cell_text
+
+    def counting(cell: dict[str, Any]) -> bytes:
+        nonlocal texts
+        texts += 1
+        return real(cell)
+
+    monkeypatch.setattr(encoding, "cell_text", counting)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == n and texts <= 3 * n, texts
+    monkeypatch.setattr(encoding, "cell_text", real)
+    alone = ArchiveSaver.from_url(url)
+    for tup in got[::7]:
+        one = alone.get_tuple(tup.config)
+        assert one is not None and one.checkpoint["channel_values"] == tup.checkpoint["channel_values"]

@@ -75,7 +75,8 @@ class SerdeCodec:
 
     RAW_LIMIT = 200_000
     MESSAGES_LIMIT = 8_192
-    """Messages a ``messages`` memo holds before it starts over."""
+    """Messages a ``messages`` memo holds before it starts over (each kept by its cell's text and by
+    the identity of the cell last met, ``_message``)."""
 
     def __init__(
         self,
@@ -84,7 +85,7 @@ class SerdeCodec:
         limit: int = RAW_LIMIT,
         where: str = "",
         texts: V.Texts | None = None,
-        messages: dict[bytes, BaseMessage | None] | None = None,
+        messages: dict[Any, Any] | None = None,
     ) -> None:
         self.serde = serde
         self.raw = raw
@@ -261,16 +262,26 @@ class SerdeCodec:
         memo = self.messages
         if memo is None:
             return V.decode_message(cell, self.where)
-        text = orjson.dumps(cell)
+        # the states a read builds share their unchanged cells (a replay copies a list, not its
+        # elements): a cell met again is found by identity, kept alive beside its message so its id is
+        # never another's, and is not serialised again to find it by its text
+        seen = memo.get(id(cell))
+        if seen is not None and seen[0] is cell:
+            return V.fresh_copy(seen[1])
+        text = cell_text(cell)
         held = memo.get(text)
-        if held is not None:
-            return V.fresh_copy(held)
-        message = V.decode_message(cell, self.where)
-        if len(memo) >= self.MESSAGES_LIMIT:
+        message = held
+        if held is None:
+            message = V.decode_message(cell, self.where)
+            # validated once: a copy is kept, never handed out, so nobody can change it (a copy costs a
+            # fifth of a validation, and a listed history meets each message in every later checkpoint)
+            held = V.fresh_copy(message)
+        else:
+            message = V.fresh_copy(held)
+        if len(memo) >= 2 * self.MESSAGES_LIMIT:  # each message by its text and by its cell
             memo.clear()
-        # validated once: a copy is kept, never handed out, so nobody can change it (a copy costs a
-        # fifth of a validation, and a listed history meets each message in every later checkpoint)
-        memo[text] = V.fresh_copy(message)
+        memo[text] = held
+        memo[id(cell)] = (cell, held)
         return message
 
     def _items(self, cells: list[Any], depth: int) -> list[Any]:
@@ -278,6 +289,11 @@ class SerdeCodec:
         if all(type(c) is list for c in cells):
             return self.loads_many(cells)
         return [self.decode(c, depth) for c in cells]
+
+
+def cell_text(cell: dict[str, Any]) -> bytes:
+    """The JSON text a message cell is known by in a ``messages`` memo (``SerdeCodec._message``)."""
+    return orjson.dumps(cell)
 
 
 def _blob(typ: str, data: bytes) -> Blob:

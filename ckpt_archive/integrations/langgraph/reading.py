@@ -155,7 +155,7 @@ class SaverReads:
     _state_cache: int
     _known: dict[str, dict[str, tuple[str, int]]]
     _writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]]
-    _messages: dict[bytes, Any]
+    _messages: dict[Any, Any]
     """Messages this saver validated, by their cell's JSON text (``SerdeCodec.messages``): handed out
     as fresh copies only, so reads share no object with each other."""
     _memo: dict[str, OrderedDict[tuple[str, ...], Any]]
