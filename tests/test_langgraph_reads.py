@@ -176,3 +176,26 @@ def test_list_finds_each_message_cell_by_identity_not_by_serialising_it(monkeypa
     for tup in got[::7]:
         one = alone.get_tuple(tup.config)
         assert one is not None and one.checkpoint["channel_values"] == tup.checkpoint["channel_values"]
+
+
+def test_segments_within_their_bounds_are_sized_without_expanding_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listing's segments, small row groups well within their bounds, are sized from their
+    dictionaries' bytes: no dictionary's entry lengths taken to count its decoded bytes, no value text
+    counted for commas and brackets (before: every dictionary column of each row group, 30 at 60
+    steps, and a count over every text); each checkpoint's rows are found from one index of the row group. Bombs past
+    the bounds are still refused (``tests/test_bombs.py``, ``tests/test_stored_bounds.py``)."""
+    from ckpt_archive.format import objects
+
+    url = "memory://lg-reads-sizing"
+    _chat(ArchiveSaver.from_url(url), "t", 60)
+    sized = 0
+    real = objects.pc.binary_length  # what sizing a dictionary's expansion starts with
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal sized
+        sized += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(objects.pc, "binary_length", counting)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == 60 and sized == 0, sized
