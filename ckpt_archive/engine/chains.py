@@ -78,6 +78,16 @@ def origin(rec: Record) -> str:
     return str(rec["ref"].get("origin", rec["id"]))
 
 
+def _rows_keys(rec: Record) -> set[str]:
+    """The objects building full record ``rec`` from its parent reads: the segment holding its history
+    rows and the blobs its record lists (its rows reference some of them)."""
+    held = history_ref(rec) or {}
+    out = {layout.blob_key(name, sealed="enc" in rec) for name in rec["ref"].get("blobs", ())}
+    if held.get("type") == "segment":
+        out.add(held["key"])
+    return out
+
+
 class ChainReader:
     """Rebuilds contents of one thread's checkpoints; one instance per read (or batch, or walk), so
     the objects it fetched, the segments it parsed and the contents it built are shared by the
@@ -108,6 +118,10 @@ class ChainReader:
         self.notes: list[str] = []  # what could not be proven (LENIENT)
         self.problems: list[CheckpointError] = []  # every checkpoint's failure (REPORT)
         self.texts: OrderedDict[str, str] = OrderedDict()  # decoded blobs, by key
+        self.ids: OrderedDict[str, str] = OrderedDict()  # checkpoint id -> state key of the content kept
+        self.built: dict[str, int] = {"snapshots": 0, "rows": 0, "deltas": 0}
+        """What this instance replayed: snapshots decoded, full records built from their parent and
+        history rows (``_from_rows``), deltas applied (the per-call work tests count)."""
 
     # -- what to fetch ------------------------------------------------------------
     def _known(self, rec: Record) -> Content | None:
@@ -141,7 +155,14 @@ class ChainReader:
             for rec in reversed(chain):
                 if rec["id"] in building or (state_key(rec) not in self.failed and self._known(rec) is not None):
                     break
-                keys.update(ref_keys(rec, rows=False))  # a load never reads a full record's history rows
+                if (
+                    rec is chain[0]
+                    and self._rows_usable(rec)
+                    and (rec.get("parent") in building or self._base(rec) is not None)
+                ):
+                    keys.update(_rows_keys(rec))  # built from its parent, built first: no snapshot read
+                else:
+                    keys.update(ref_keys(rec, rows=False))
             if chain:
                 building.add(chain[-1]["id"])
         return sorted(k for k in keys if k not in self.objects and k not in self.readers and k not in self.texts)
@@ -163,6 +184,12 @@ class ChainReader:
         start, content = self._start(chain)
         if start == len(chain) and content is not None:
             return content
+        if start == 0 and (base := self._base(chain[0])) is not None:
+            built = await self._from_rows(chain[0], base, inline)
+            if built is not None:
+                start, content = 1, built
+                if len(chain) == 1:
+                    return built
         await self.fetch(self.needed([chain[start:]]))
         for rec in chain[start:]:
             content = await self._step(rec, content, inline)
@@ -193,18 +220,59 @@ class ChainReader:
             yield rec, content
 
     def _keep(self, rec: Record, content: Content) -> None:
-        self.states[state_key(rec)] = content
+        key = state_key(rec)
+        self.states[key] = content
+        self.ids[rec["id"]] = key
+        self.ids.move_to_end(rec["id"])
         while self.walk and len(self.states) > _KEEP_STATES:
             self.states.popitem(last=False)
+        while self.walk and len(self.ids) > _KEEP_STATES:
+            self.ids.popitem(last=False)
         if self.cache and self.mode is Mode.STRICT:  # only a proven content is ever served from the cache
             self.service.remember(state_key(rec), content)
+
+    # -- a full record from its parent: a walk reads no snapshot it can do without -----------------
+    def _rows_usable(self, rec: Record) -> bool:
+        """May ``rec`` be built from its parent's content and its history rows (spec.md section 4:
+        ``diff(parent, content)``)? Only by a strict, cached read (loads, batches, history walks):
+        ``verify`` and the integrity API read and prove every snapshot itself, and ``restore_state``
+        (lenient) wants the snapshot as stored."""
+        if self.mode is not Mode.STRICT or not self.cache or rec["kind"] != "full" or rec.get("parent") is None:
+            return False
+        held = history_ref(rec)
+        return held is not None and held.get("type") in ("segment", "inline", "empty")
+
+    def _base(self, rec: Record) -> Content | None:
+        """The content of ``rec``'s parent that this instance built (or the state cache holds for it),
+        when ``rec`` may be built from it (``_rows_usable``)."""
+        if not self._rows_usable(rec):
+            return None
+        key = self.ids.get(str(rec["parent"]))
+        return None if key is None else self.states.get(key)
+
+    async def _from_rows(self, rec: Record, base: Content, inline: dict[str, Delta]) -> Content | None:
+        """``rec``'s content as its parent's plus its history rows, checked against the digests
+        recorded at save and kept; None (the caller reads the snapshot) when the rows cannot be read
+        or do not rebuild it: a load never fails on rows it could do without."""
+        damaged = set(self.damaged)
+        try:
+            content = apply_checkpoint(*base, await self.history(rec, inline))
+            self._check(content, rec)
+        except CheckpointError:
+            self.damaged = damaged  # what the snapshot's chain needs is judged when it is read
+            return None
+        self.built["rows"] += 1
+        self._keep(rec, content)
+        return content
 
     async def _step(self, rec: Record, content: Content | None, inline: dict[str, Delta]) -> Content:
         ref, cid = rec["ref"], rec["id"]
         if ref["type"] == "snapshot":
+            self.built["snapshots"] += 1
             return await self._snapshot(rec)
         if content is None:
             raise BrokenChain("chain does not start with a snapshot", thread_id=self.thread_id, checkpoint_id=cid)
+        self.built["deltas"] += 1
         ops: Delta = []
         if ref["type"] == "segment":
             ops = await self.segment_ops(rec)

@@ -246,6 +246,7 @@ class SegmentReader:
         self.group = "history row group" if key.endswith(layout.HISTORY_SUFFIX) else "row group"
         self._data = data
         self._rows: dict[int, dict[str, list[Any]]] = {}
+        self._at: dict[int, dict[Any, list[int]]] = {}  # row group -> checkpoint id -> its rows
         try:
             # string columns come back dictionary-encoded, as stored: a small dictionary page
             # repeated over many rows is only expanded once its decoded size is known (``_read``)
@@ -296,18 +297,16 @@ class SegmentReader:
             rows = self._rows.get(row_group)
             if rows is None:
                 rows = self._rows[row_group] = self._read(row_group, checkpoint_id)
+            at = self._at.get(row_group)
+            if at is None:  # each checkpoint's rows, found in one pass (a replay asks for each in turn)
+                at = self._at[row_group] = {}
+                for i, cid in enumerate(rows["checkpoint_id"]):
+                    at.setdefault(cid, []).append(i)
+            indexes, ops, paths = rows["op_index"], rows["op"], rows["path"]
+            values, targets = rows["value"], rows["target"]
             out: Delta = []
-            for cid, index, op, path, value, target in zip(
-                rows["checkpoint_id"],
-                rows["op_index"],
-                rows["op"],
-                rows["path"],
-                rows["value"],
-                rows["target"],
-                strict=True,
-            ):
-                if cid != checkpoint_id:
-                    continue
+            for i in at.get(checkpoint_id, ()):
+                index, op, path, value, target = indexes[i], ops[i], paths[i], values[i], targets[i]
                 if index != len(out):  # what a reader of the files alone orders the ops by
                     raise TruncatedObject(
                         f"row group {row_group} of the delta segment has op_index {index!r} where {len(out)} "
@@ -376,13 +375,8 @@ class SegmentReader:
         chunks = {meta.column(c).path_in_schema: meta.column(c) for c in range(meta.num_columns)}
         paged = sum(self._pages(chunks[name], meta.num_rows, f"column {name!r} of {what}", where) for name in columns)
         limits.check_read(self.group, paged, f"{what} (its pages)", **where)
-        table = self._file.read_row_group(row_group, columns=columns)
-        decoded = 0
-        for name in columns:
-            for chunk in table.column(name).chunks:
-                if pa.types.is_dictionary(chunk.type):
-                    decoded += pc.sum(pc.take(pc.binary_length(chunk.dictionary), chunk.indices)).as_py() or 0
-        limits.check_read(self.group, decoded, f"{what} (decoded)", **where)
+        table = self._file.read_row_group(row_group, columns=columns, use_threads=False)  # small: no pool
+        limits.check_read(self.group, _decoded_size(table, columns, self.group), f"{what} (decoded)", **where)
         self._check_thread(table.column("thread_id"), what, where)
         # the size is known now: Arrow expands the dictionaries (to Python, element by element through
         # dictionary scalars, that was half the cost of listing a thread)
@@ -390,8 +384,11 @@ class SegmentReader:
         # each path and value is parsed on its own (``ops``): what those parses may build is bounded
         # here, on the text, before any of them runs (a bytes bound alone lets ``[],[],…`` cost 20x)
         texts = [t for t in (*rows["path"], *rows["value"]) if t is not None]
-        count = sum(t.count(",") + t.count("[") + t.count("{") for t in texts)
-        limits.check_values(self.group, count if count > limits.VALUES[self.group] else None, what, **where)
+        # k texts of V values in all take at least 2V - k characters: only texts long enough to hold
+        # more values than the bound are counted (``limits.may_exceed``)
+        if limits.may_exceed(self.group, sum(map(len, texts)) + len(texts)):
+            count = sum(t.count(",") + t.count("[") + t.count("{") for t in texts)
+            limits.check_values(self.group, count if count > limits.VALUES[self.group] else None, what, **where)
         return rows
 
     def _check_thread(self, column: pa.ChunkedArray, what: str, where: dict[str, Any]) -> None:
@@ -449,6 +446,21 @@ class SegmentReader:
             pos += compressed
             first = False
         return size
+
+
+def _decoded_size(table: pa.Table, columns: Sequence[str], group: str) -> int:
+    """The bytes the dictionary-encoded columns of ``table`` expand to, or an upper bound of them that
+    is within the ``group``'s read bound: each chunk's dictionary bytes times its rows, known without
+    a pass over the data (a row group of small ops is well within it); only past the bound is the
+    exact sum of the entries the indices take computed."""
+    chunks = [c for name in columns for c in table.column(name).chunks if pa.types.is_dictionary(c.type)]
+    bound = 0
+    for chunk in chunks:
+        data = chunk.dictionary.buffers()[-1]
+        bound += (0 if data is None else data.size) * len(chunk.indices)
+    if bound <= limits.LIMITS[group]:
+        return bound
+    return sum(pc.sum(pc.take(pc.binary_length(c.dictionary), c.indices)).as_py() or 0 for c in chunks)
 
 
 def _plain(column: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -75,7 +75,8 @@ class SerdeCodec:
 
     RAW_LIMIT = 200_000
     MESSAGES_LIMIT = 8_192
-    """Messages a ``messages`` memo holds before it starts over."""
+    """Messages a ``messages`` memo holds before it starts over (each kept by its cell's text and by
+    the identity of the cell last met, ``_message``)."""
 
     def __init__(
         self,
@@ -84,7 +85,7 @@ class SerdeCodec:
         limit: int = RAW_LIMIT,
         where: str = "",
         texts: V.Texts | None = None,
-        messages: dict[bytes, BaseMessage | None] | None = None,
+        messages: dict[Any, Any] | None = None,
         lists: V.Lists | None = None,
     ) -> None:
         self.serde = serde
@@ -98,8 +99,8 @@ class SerdeCodec:
         self.where = where
         self.messages = messages
         """Messages decoded so far, by the JSON text of their cell: a listed history holds the same
-        messages in every checkpoint (~n^2/2 of them), each is validated at most twice and then copied
-        afresh (``values.fresh_copy``)."""
+        messages in every checkpoint (~n^2/2 of them), each is validated once and then copied afresh
+        (``values.fresh_copy``)."""
         self.readable = type(serde) is JsonPlusSerializer
         """Values as JSON where exact (``values.py``): only with LangGraph's plain serde, whose output is
         readable anyway; any other (``EncryptedSerializer``, a serde of the user's own) sees every value."""
@@ -276,16 +277,26 @@ class SerdeCodec:
         memo = self.messages
         if memo is None:
             return V.decode_message(cell, self.where)
-        text = orjson.dumps(cell)
-        held = memo.get(text, _UNSEEN)
-        if held is not None and held is not _UNSEEN:
-            return V.fresh_copy(held)
-        message = V.decode_message(cell, self.where)
-        if len(memo) >= self.MESSAGES_LIMIT:
+        # the states a read builds share their unchanged cells (a replay copies a list, not its
+        # elements): a cell met again is found by identity, kept alive beside its message so its id is
+        # never another's, and is not serialised again to find it by its text
+        seen = memo.get(id(cell))
+        if seen is not None and seen[0] is cell:
+            return V.fresh_copy(seen[1])
+        text = cell_text(cell)
+        held = memo.get(text)
+        message = held
+        if held is None:
+            message = V.decode_message(cell, self.where)
+            # validated once: a copy is kept, never handed out, so nobody can change it (a copy costs a
+            # fifth of a validation, and a listed history meets each message in every later checkpoint)
+            held = V.fresh_copy(message)
+        else:
+            message = V.fresh_copy(held)
+        if len(memo) >= 2 * self.MESSAGES_LIMIT:  # each message by its text and by its cell
             memo.clear()
-        # seen once: only noted (a read that meets each message once pays no copy); seen again: a copy
-        # is kept, never handed out, so nobody can change it
-        memo[text] = None if held is _UNSEEN else V.fresh_copy(message)
+        memo[text] = held
+        memo[id(cell)] = (cell, held)
         return message
 
     def _items(self, cells: list[Any], depth: int) -> list[Any]:
@@ -295,7 +306,9 @@ class SerdeCodec:
         return [self.decode(c, depth) for c in cells]
 
 
-_UNSEEN: Any = object()
+def cell_text(cell: dict[str, Any]) -> bytes:
+    """The JSON text a message cell is known by in a ``messages`` memo (``SerdeCodec._message``)."""
+    return orjson.dumps(cell)
 
 
 def _blob(typ: str, data: bytes) -> Blob:

@@ -123,10 +123,19 @@ def remember(memo: OrderedDict[tuple[str, ...], Any], key: tuple[str, ...], valu
 
 
 def windows(selected: list[Selected]) -> Iterator[list[Selected]]:
+    """``selected`` (newest first) in windows of at most ``_WINDOWS`` checkpoints, each but the last cut
+    (by at most half its size) to end at a full record: the next window's states then need no object
+    this one read (a snapshot's history rows sit in the segment of the deltas before it, which the
+    older window reads), and the states of this window that carry the next one's writes are still in
+    the saver's cache (``state_cache``, 64), so a listing parses each segment once."""
     start, size = 0, _WINDOWS[0]
     while start < len(selected):
-        yield selected[start : start + size]
-        start, size = start + size, _WINDOWS[1]
+        end = min(start + size, len(selected))
+        if end < len(selected):
+            cut = next((e for e in range(end, start + size // 2, -1) if selected[e - 1][1].kind == "full"), end)
+            end = cut
+        yield selected[start:end]
+        start, size = end, _WINDOWS[1]
 
 
 class SaverReads:
@@ -139,7 +148,7 @@ class SaverReads:
     _state_cache: int
     _known: dict[str, dict[str, tuple[str, int]]]
     _writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]]
-    _messages: dict[bytes, Any]
+    _messages: dict[Any, Any]
     """Messages this saver validated, by their cell's JSON text (``SerdeCodec.messages``): handed out
     as fresh copies only, so reads share no object with each other."""
     _memo: dict[str, OrderedDict[tuple[str, ...], Any]]

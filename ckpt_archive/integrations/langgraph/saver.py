@@ -114,7 +114,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
         # (archive thread, lg id) -> (its lg parent, its write objects that landed and no commit carries yet)
-        self._messages: dict[bytes, Any] = {}  # SerdeCodec.messages: validated once, copied afresh
+        self._messages: dict[Any, Any] = {}  # SerdeCodec.messages: validated once, copied afresh
         self._memo: dict[str, OrderedDict[tuple[str, ...], Any]] = {k: OrderedDict() for k in MEMOS}
         # history.py: what walks learnt of records that never change (carried writes, seed entries)
         self._unsure: dict[tuple[str, str], Checkpoint] = {}  # (archive thread, lg id) -> record whose commit

@@ -1,0 +1,201 @@
+"""Per-call work of the read path a fresh ``ArchiveSaver`` serves LangGraph from (issue 21: ``list()``,
+``get_state_history``, ``get_delta_channel_history``): what one call reads and builds, counted, not timed.
+
+A whole-thread build replays forward: each full record is built from its parent's content (just built)
+and its history rows, checked against its digests, so a batch decodes the snapshot its oldest chain
+starts from and no other (``ChainReader._from_rows``); the states agree with a load of each by id,
+which reads its snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
+
+import ckpt_archive as ca
+from ckpt_archive._sync import run_sync
+from ckpt_archive.engine.chains import ChainReader
+from ckpt_archive.integrations.langgraph import ArchiveSaver
+
+
+class _Snapshots:
+    """Counts the snapshots chain replays decode (``ChainReader._snapshot``) while installed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        real = ChainReader._snapshot
+
+        async def counting(reader: ChainReader, rec: Any) -> Any:
+            self.n += 1
+            return await real(reader, rec)
+
+        monkeypatch.setattr(ChainReader, "_snapshot", counting)
+
+
+def _chat(saver: ArchiveSaver, thread: str, n: int) -> None:
+    """``n`` puts of a growing message list (``add_messages``-like: the whole list every step)."""
+    cfg: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    for i in range(n):
+        kind = HumanMessage if i % 2 == 0 else AIMessage
+        messages = [*messages, kind(f"turn {i} " + "x" * 200, id=f"m{i}")]
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": messages, "step": i}
+        cp["channel_versions"] = {"messages": i + 1, "step": i + 1}
+        cfg = saver.put(cfg, cp, {"source": "loop", "step": i, "parents": {}}, {"messages": i + 1, "step": i + 1})
+
+
+def test_a_whole_thread_build_decodes_one_snapshot_and_agrees_with_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``history`` and a batch of every checkpoint (``acontents``) decode the first snapshot only (before:
+    one per full record, 6 of 60 checkpoints); each state equals a load by id, which reads its snapshot."""
+    url = "memory://lg-reads-engine"
+    writer = ca.open_archive(url, full_snapshot_interval=10)
+    for i in range(60):
+        writer.save(ca.Checkpoint.new("t", {"m": [f"msg {j}" for j in range(i + 1)], "n": i}, step=i))
+    counted = _Snapshots(monkeypatch)
+    walked = list(ca.open_archive(url).history("t"))
+    assert counted.n == 1
+    counted.n = 0
+    fresh = ca.open_archive(url)
+    ids = [c.checkpoint_id for c in walked]
+    built = run_sync(fresh.acontents("t", ids))
+    assert counted.n == 1
+    for ckpt in walked:
+        alone = ca.open_archive(url).load_by_id(ckpt.checkpoint_id)
+        assert alone is not None and alone.state == ckpt.state == built[ckpt.checkpoint_id][0]
+
+
+@pytest.mark.parametrize("n", [40, 120])
+def test_list_all_from_a_fresh_saver_decodes_one_snapshot_per_window(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """``list()`` of a whole thread from a fresh saver decodes one snapshot per window of listed
+    checkpoints (8, then 64 at a time), whatever the thread's length (before: one per full record,
+    n/10), and lists every checkpoint with its messages."""
+    url = f"memory://lg-reads-list-{n}"
+    _chat(ArchiveSaver.from_url(url), "t", n)
+    counted = _Snapshots(monkeypatch)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == n
+    assert [len(t.checkpoint["channel_values"]["messages"]) for t in got] == list(range(n, 0, -1))
+    windows = 1 + -(-(n - 8) // 64)
+    assert counted.n <= windows
+
+
+def test_list_validates_each_message_once_and_hands_out_unshared_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh saver's ``list()`` of a thread whose every checkpoint holds the messages so far validates
+    each distinct message once (before: twice, the second sight validated again to keep a copy), and
+    every listed message is its own object: changing one changes no other checkpoint's."""
+    from ckpt_archive.integrations.langgraph import values as V
+
+    url = "memory://lg-reads-validations"
+    n = 30
+    _chat(ArchiveSaver.from_url(url), "t", n)
+    validated: list[str] = []
+    real = V.decode_message
+
+    def counting(cell: dict[str, Any], where: str) -> Any:
+        validated.append(str(cell.get("id")))
+        return real(cell, where)
+
+    monkeypatch.setattr(V, "decode_message", counting)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert sorted(validated) == sorted(f"m{i}" for i in range(n))
+    firsts = [t.checkpoint["channel_values"]["messages"][0] for t in got]
+    assert len({id(m) for m in firsts}) == n and all(m == firsts[0] for m in firsts)
+    firsts[0].content = "changed"
+    firsts[0].additional_kwargs["k"] = 1
+    assert all(m.content.startswith("turn 0") and not m.additional_kwargs for m in firsts[1:])
+
+
+@pytest.mark.parametrize("turns", [20, 45])
+def test_a_fresh_savers_delta_channel_walk_decodes_one_snapshot(monkeypatch: pytest.MonkeyPatch, turns: int) -> None:
+    """``get_delta_channel_history`` from a newly opened saver builds the states carrying the range's
+    writes in one forward replay: one snapshot decoded however long the range (before: one per full
+    record in it, 6 at 20 turns and 14 at 45), and the history equals the writing saver's."""
+    from ckpt_archive.integrations.langgraph.testing import delta_chat
+
+    url = f"memory://lg-reads-walk-{turns}"
+    writer = ArchiveSaver.from_url(url)
+    app = delta_chat(writer)
+    config: Any = {"configurable": {"thread_id": "chat"}}
+    for _ in range(turns):
+        app.invoke({}, config, durability="sync")
+    want = writer.get_delta_channel_history(config=config, channels=["messages"])
+    counted = _Snapshots(monkeypatch)
+    got = ArchiveSaver.from_url(url).get_delta_channel_history(config=config, channels=["messages"])
+    assert counted.n == 1
+    assert len(got["messages"]["writes"]) == turns
+    assert got == want
+
+
+def test_list_all_parses_each_segment_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh saver's ``list()`` of a whole thread parses each delta segment once (windows end at full
+    records, so no two windows need one segment; before: 16 parses of 14 segments at 150 checkpoints)."""
+    from ckpt_archive.format import objects
+
+    url = "memory://lg-reads-segments"
+    _chat(ArchiveSaver.from_url(url), "t", 150)
+    parsed: list[str] = []
+    real = objects.SegmentReader.__init__
+
+    def counting(reader: Any, data: bytes, *, thread_id: str, key: str) -> None:
+        parsed.append(key)
+        real(reader, data, thread_id=thread_id, key=key)
+
+    monkeypatch.setattr(objects.SegmentReader, "__init__", counting)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == 150
+    assert len(parsed) == len(set(parsed)) > 10
+
+
+def test_list_finds_each_message_cell_by_identity_not_by_serialising_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The states of a listing share their unchanged message cells, so a fresh saver's ``list()`` of a
+    thread holding the messages so far in every checkpoint serialises a cell to find its message only
+    the first time it meets that cell object: at most one per message per window (before: every
+    message of every checkpoint, n(n+1)/2 = 820 at 40 steps); the tuples still equal the same
+    checkpoints read alone."""
+    from ckpt_archive.integrations.langgraph import encoding
+
+    url = "memory://lg-reads-cells"
+    n = 40
+    _chat(ArchiveSaver.from_url(url), "t", n)
+    texts = 0
+    real = encoding.cell_text
+
+    def counting(cell: dict[str, Any]) -> bytes:
+        nonlocal texts
+        texts += 1
+        return real(cell)
+
+    monkeypatch.setattr(encoding, "cell_text", counting)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == n and texts <= 3 * n, texts
+    monkeypatch.setattr(encoding, "cell_text", real)
+    alone = ArchiveSaver.from_url(url)
+    for tup in got[::7]:
+        one = alone.get_tuple(tup.config)
+        assert one is not None and one.checkpoint["channel_values"] == tup.checkpoint["channel_values"]
+
+
+def test_segments_within_their_bounds_are_sized_without_expanding_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listing's segments, small row groups well within their bounds, are sized from their
+    dictionaries' bytes: no dictionary's entry lengths taken to count its decoded bytes, no value text
+    counted for commas and brackets (before: every dictionary column of each row group, 30 at 60
+    steps, and a count over every text); each checkpoint's rows are found from one index of the row group. Bombs past
+    the bounds are still refused (``tests/test_bombs.py``, ``tests/test_stored_bounds.py``)."""
+    from ckpt_archive.format import objects
+
+    url = "memory://lg-reads-sizing"
+    _chat(ArchiveSaver.from_url(url), "t", 60)
+    sized = 0
+    real = objects.pc.binary_length  # what sizing a dictionary's expansion starts with
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        nonlocal sized
+        sized += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(objects.pc, "binary_length", counting)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == 60 and sized == 0, sized
