@@ -68,7 +68,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         return self.engine.root.full_snapshot_interval
 
     def flush_hints(self) -> None:
-        """Put now the head hints ``hint_idle`` would put later (before the process ends, say)."""
+        """Put now the head hints ``hint_idle`` would put later, and the folds (with the hint naming each)
+        that saves' compactions left for the next save (before the process ends, say)."""
         run_sync(self.engine.log.idle_hints())
 
     async def aflush_hints(self) -> None:

@@ -67,7 +67,10 @@ class ThreadLog:
         hint beside it only when that one is ``Root.hint_every`` commits behind (``hint_due``)."""
         self.owed: dict[str, int] = {}
         """Thread -> seq of a save's compaction whose fold this writer has not put yet (``Fold.NEXT_COMMIT``):
-        its next plain commit of the thread, or its idle timer, puts it."""
+        its next plain commit of the thread, its idle timer or ``idle_hints`` puts it."""
+        self._owed_head: dict[str, tuple[int, bytes]] = {}
+        """Thread (owing a fold) -> (seq, stored entry) of this writer's newest commit of it: what the hint
+        that ``idle_hints`` puts beside the owed fold names."""
         self.found_ids: dict[str, str] = {}
         """Foreign checkpoint id -> the thread a look-up by id alone found it in (``ops.reads.find``), at
         most ``FOUND_IDS`` of them: the next look-up reads that thread, not every thread."""
@@ -102,6 +105,7 @@ class ThreadLog:
         self.manifests.pop(thread_id, None)
         self.folded_seq.pop(thread_id, None)
         self.owed.pop(thread_id, None)
+        self._owed_head.pop(thread_id, None)
         self._cancel_idle(thread_id)
 
     # -- reading ---------------------------------------------------------------------
@@ -352,6 +356,8 @@ class ThreadLog:
                             self.read_at[thread_id] = time.monotonic()
                         if deferred and compacts:
                             self.owed[thread_id] = new.seq
+                        if thread_id in self.owed:
+                            self._owed_head[thread_id] = (new.seq, stored)
                         elif not deferred:
                             await self._publish(
                                 new,
@@ -381,6 +387,7 @@ class ThreadLog:
         if (self.folded_seq.get(m.thread_id) or 0) >= owed or owed > m.seq:
             if owed <= (self.folded_seq.get(m.thread_id) or 0):
                 del self.owed[m.thread_id]
+                self._owed_head.pop(m.thread_id, None)
             return False
         return True
 
@@ -424,11 +431,21 @@ class ThreadLog:
         await asyncio.gather(*list(self._idle_puts), return_exceptions=True)
 
     async def idle_hints(self) -> None:
-        """Put every pending idle hint now (``hint_when_idle``): before a process ends, or in a test."""
+        """Put every pending idle hint now (``hint_when_idle``), and every fold a save's compaction left
+        owed (``Fold.NEXT_COMMIT``) with the hint naming it: before a process ends, or in a test."""
         for timer, m, stored in list(self._idle.values()):
             timer.cancel()
             self._idle_due(m, stored)
         await asyncio.gather(*list(self._idle_puts))
+        for thread_id in list(self.owed):
+            async with self.lock(thread_id):
+                current, head = self.manifests.get(thread_id), self._owed_head.get(thread_id)
+                if current is None or head is None or not self.owes_fold(current):
+                    continue
+                seq, entry = head
+                hint = seq == current.seq
+                await self._publish(current, entry, compacted=True, hint=hint, fold_first=False, with_fold=True)
+                self.owes_fold(current)  # forgets it once folded
 
     async def _attempt(
         self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool, fold: bool = False, lags: bool = False
