@@ -92,3 +92,43 @@ def test_the_log_past_the_newest_fold_stays_bounded(tmp_path: Any) -> None:
         commits, folds = layout.log_seqs(names)
         worst = max(worst, max(commits) - max(folds, default=0))
     assert worst <= INTERVAL + 1, worst
+
+
+def test_a_durable_langgraph_call_pays_at_most_1_1_puts(tmp_path: Any) -> None:
+    """12 turns of the real tool-using graph (``durability="sync"``: 72 puts, 84 ``put_writes``) with
+    ``from_url``'s policy, objects written counted at the store (on S3 each is one PUT-class request:
+    ``benchmarks/bench_durable.py`` counts them at moto): at most 1.1 per durable call with the hint the
+    burst leaves (before: 1.22, the snapshots' snapshot, segment, fold and hint every 10 puts; now every
+    ``SAVER_SNAPSHOT_INTERVAL``, the fold's put carrying the one hint)."""
+    from ckpt_archive.integrations.langgraph import ArchiveSaver
+    from ckpt_archive.integrations.langgraph.saver import (
+        SAVER_HINT_EVERY,
+        SAVER_PROBE_WINDOW,
+        SAVER_SNAPSHOT_INTERVAL,
+    )
+    from ckpt_archive.integrations.langgraph.testing import build_graph, run_turns
+
+    trips = RoundTrips(ca.open_store(str(tmp_path)))
+    archive = ca.ArchiveCheckpointer(
+        trips,
+        full_snapshot_interval=SAVER_SNAPSHOT_INTERVAL,
+        hint_every=SAVER_HINT_EVERY,
+        hint_idle=None,  # the idle timer stands in as flush_hints below: nothing lands mid-count
+        probe_window=SAVER_PROBE_WINDOW,
+    )
+    saver = ArchiveSaver(archive)
+    calls: Counter[str] = Counter()
+    for name in ("put", "put_writes"):
+        real = getattr(saver, name)
+
+        def counted(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+            calls[_name] += 1
+            return _real(*a, **k)
+
+        setattr(saver, name, counted)
+    run_turns(build_graph(saver), "t", 0, 12, "sync")
+    archive.flush_hints()  # what the burst left: the hint (and a fold a compaction owed)
+    written = trips.requests["put"] + trips.requests["create"]
+    durable = calls["put"] + calls["put_writes"]
+    assert (calls["put"], calls["put_writes"]) == (72, 84), calls
+    assert written / durable <= 1.1, (written, durable, trips.requests)
