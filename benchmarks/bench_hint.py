@@ -68,6 +68,14 @@ class Tally:
         return out
 
 
+def save_kind(step: int, what: str) -> str:
+    """A save's row: a snapshot's (every ``INTERVAL``), the one after it (a plain delta that puts the
+    snapshot's fold and the hint naming it: ``Fold.NEXT_COMMIT``), or any other plain delta."""
+    if step % INTERVAL == 0:
+        return f"snapshot {what}"
+    return f"delta {what} after a snapshot (fold)" if step % INTERVAL == 1 and step > 1 else f"delta {what}"
+
+
 def measured(server: S3Server, trips: RoundTrips, op: Callable[[], Any]) -> tuple[Any, Counter[str], int]:
     trips.reset()
     server.reset_counts()
@@ -83,12 +91,12 @@ def native(server: S3Server, url: str, data: list[dict[str, Any]], latency: floa
     for step, state in enumerate(data[1:], 1):
         ckpt = ca.Checkpoint.new("chat", state, step=step)
         _, reqs, depth = measured(server, trips, lambda: writer.save(ckpt))  # noqa: B023
-        tally.add("snapshot save" if step % INTERVAL == 0 else "delta save", reqs, depth)
+        tally.add(save_kind(step, "save"), reqs, depth)
         cold = RoundTrips(ca.open_store(url, opts), latency=latency)
         reader = ca.ArchiveCheckpointer(cold)
         latest, reqs, depth = measured(server, cold, lambda: reader.load("chat"))  # noqa: B023
         assert latest is not None and latest.checkpoint_id == ckpt.checkpoint_id and latest.state == state
-        tally.add("cold load", reqs, depth)
+        tally.add("cold load, after a snapshot save" if step % INTERVAL == 0 else "cold load", reqs, depth)
 
 
 def langgraph(
@@ -122,7 +130,7 @@ def langgraph(
 
     for step, state in enumerate(data[1:], 1):
         _, reqs, depth = measured(server, trips, lambda: store.save("chat", step, state))  # noqa: B023
-        tally.add("snapshot put" if step % INTERVAL == 0 else "delta put", reqs, depth)
+        tally.add(save_kind(step, "put"), reqs, depth)
         cold_read("cold get_tuple", state, 0)
         # a task's write on the head (an interrupted superstep): read apart by get_tuple
         head = LangGraphStore.config("chat", store._head["chat"][0])

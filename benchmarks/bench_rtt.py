@@ -34,6 +34,8 @@ from peers import available, open_store
 from ckpt_archive.testing import FsspecRoundTrips, S3Server
 
 RESULTS = Path(__file__).with_name("results")
+PUT_CLASS = ("PUT", "POST", "LIST")
+"""S3's PUT-class request kinds as the server counts them (COPY is a PUT); the rest are GET-class."""
 STORES = ["native", "ArchiveSaver", "objectstorage-zstd"]
 GRAPH_SAVERS = [
     ("ArchiveSaver", "add_messages"),
@@ -62,7 +64,7 @@ def run(name: str, steps: int, latency: float) -> dict[str, Any]:
         s = open_store(name, url, opts)
         s.save("chat", 0, data[0])  # creates the archive: not measured
         trips = FsspecRoundTrips(fs_of(s), latency=latency)
-        times, depths, reqs = [], [], []
+        times, depths, reqs, puts = [], [], [], []
         for step, state in enumerate(data[1:], 1):
             trips.reset()
             server.reset_counts()
@@ -71,6 +73,7 @@ def run(name: str, steps: int, latency: float) -> dict[str, Any]:
             times.append((time.perf_counter() - t0) * 1000)
             depths.append(trips.depth)
             reqs.append(server.total())
+            puts.append(sum(n for kind, n in server.requests.items() if kind in PUT_CLASS))
         s.close()
         shared = {**opts, "skip_instance_cache": False}  # the reader's S3 client is set up by a first load
         open_store(name, url, shared).load("chat")
@@ -89,6 +92,8 @@ def run(name: str, steps: int, latency: float) -> dict[str, Any]:
             "rt_max": max(depths),
             "req_mean": float(np.mean(reqs)),
             "req_max": max(reqs),  # the worst single save (issue 20: <= 4)
+            "put_class_mean": float(np.mean(puts)),  # S3's PUT-class requests (PUT, POST, LIST) per save
+            "put_class_max": max(puts),
             "load": load_ms,
             "rt_load": trips.depth,
             "req_load": server.total(),
@@ -203,6 +208,11 @@ def main() -> None:
     (args.out / "rtt_graph.json").write_text(json.dumps(graph))
     (args.out / "rtt.md").write_text(text)
     print(text)
+    for r in rows:
+        print(
+            f"{r['store']}: requests per save {r['req_mean']:.3f} (max {r['req_max']}), "
+            f"PUT-class {r['put_class_mean']:.3f} (max {r['put_class_max']})"
+        )
 
 
 if __name__ == "__main__":

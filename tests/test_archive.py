@@ -49,9 +49,9 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
     s3_server.reset_counts()
     grow(writer, "t", range(25, 31), messages)  # includes the snapshot at step 30
     assert s3_server.requests["LIST"] == 0
-    # 5 commits (the one 5 after the snapshot's with the hint), then the snapshot's: snapshot, segment
-    # and commit, then the fold and the hint naming it
-    assert s3_server.total() == 5 + 1 + 5, s3_server.log
+    # 5 commits (the one 5 after the last hint with the hint), then the snapshot's: snapshot, segment
+    # and commit (its fold and the hint naming it go with the next save)
+    assert s3_server.total() == 5 + 1 + 3, s3_server.log
 
     trips = RoundTrips(ca.open_store(s3_url, opts), latency=0.05)
     reader = ca.ArchiveCheckpointer(trips)
@@ -59,11 +59,12 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
     latest = reader.load("t")
     assert latest is not None and latest.step == 30 and len(latest.state["messages"]) == 31
     assert s3_server.requests["LIST"] == 0
-    assert trips.depth == 2, trips.calls
+    assert trips.depth == 3, trips.calls
     # marker, hint; the commit the hint names (is it the one committed?), the probe window past it (as
-    # far as the reader's own writes would let a hint trail: 5) and the snapshot, in one round trip
+    # far as the reader's own writes would let a hint trail: 5) and the hint's snapshot, in one round
+    # trip; then the snapshot of step 30, which the run past the hint ends with (its hint is deferred)
     assert reader.engine.root.probe_window == 5
-    assert s3_server.total() == 2 + 1 + 5 + 1, s3_server.log
+    assert s3_server.total() == 2 + 1 + 5 + 1 + 1, s3_server.log
 
     lister = ca.open_archive(s3_url, storage_options=opts)
     s3_server.reset_counts()
@@ -76,8 +77,9 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
 
 def test_s3_save_round_trips(s3_server: S3Server, s3_url: str) -> None:
     """A warm writer's delta save is one sequential round trip, the head hint included (it is put with
-    the commit; there is no id index to write first); a snapshot save three (payloads, commit and hint,
-    then the folded manifest). The hint names the commit it went out with."""
+    the commit; there is no id index to write first), and so is the one after a snapshot, which puts the
+    snapshot's fold and the hint naming it beside its commit; a snapshot save two (payloads, commit).
+    The hint names the commit it went out with."""
     opts = s3_server.storage_options()
     trips = RoundTrips(ca.open_store(s3_url, opts))
     writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=10)
@@ -92,11 +94,12 @@ def test_s3_save_round_trips(s3_server: S3Server, s3_url: str) -> None:
         depths[step] = trips.depth
         hinted.append(any(p.endswith("/_head.json.zst") and k == "PUT" for k, p in s3_server.log))
     assert all(depths[s] == 1 for s in range(11, 20)), depths
-    assert depths[20] == 3, depths  # the snapshot
-    assert hinted == [s in (15, 20) for s in range(11, 21)]  # the snapshot, and a delta 5 commits after it
+    assert depths[20] == 2, depths  # the snapshot
+    assert hinted == [s in (11, 16) for s in range(11, 21)]  # the fold's save, and a delta 5 commits after it
+    assert sum(p.endswith(".manifest.json.zst") for _, p, _ in trips.calls) == 0  # since the last reset
     hint = unseal(run_sync(writer.store.get(layout.head_key("t"))), "hint", kind="head hint")
     entry = run_sync(writer.store.get(layout.log_key("t", hint["seq"])))
-    assert hint["entry_sha256"] == codec.sha256(entry) and hint["chain"][-1]["step"] == 20
+    assert hint["entry_sha256"] == codec.sha256(entry) and hint["chain"][-1]["step"] == 16
 
 
 @pytest.mark.parametrize("version", [2, 3])
@@ -381,10 +384,10 @@ def test_tampered_page_is_detected(tmp_path: Any) -> None:
 def test_plain_delta_saves_write_only_their_commit_and_a_fresh_reader_still_finds_the_head(
     s3_server: S3Server, s3_url: str
 ) -> None:
-    """A plain delta save is one request, its commit entry (the hint goes with the snapshots, and with the
-    delta 5 commits after one: the default ``hint_every``); a fresh reader still loads the newest
-    checkpoint from the hint plus the commits it trails by, in two round trips, without reading the
-    manifest."""
+    """A plain delta save is one request, its commit entry (the hint goes with the save after a
+    snapshot, beside its fold, and with the delta 5 commits after one: the default ``hint_every``); a
+    fresh reader still loads the newest checkpoint from the hint plus the commits it trails by, in two
+    round trips, without reading the manifest."""
     opts = s3_server.storage_options()
     writer = ca.open_archive(s3_url, storage_options=opts, full_snapshot_interval=10)
     messages: list[Any] = []
@@ -395,11 +398,11 @@ def test_plain_delta_saves_write_only_their_commit_and_a_fresh_reader_still_find
         saved += grow(writer, "t", range(step, step + 1), messages)
         costs.append(s3_server.total())
         assert s3_server.requests["LIST"] == 0
-    assert costs == [1, 1, 1, 2, 1, 1, 1, 1], costs  # the commit; at seq 26 (5 after 21) with the hint
+    assert costs == [1, 1, 1, 1, 2, 1, 1, 1], costs  # the commit; at seq 27 (5 after 22) with the hint
     hint = unseal(
         fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"), "hint", kind="head hint"
     )
-    assert hint["seq"] == 26 and writer.engine.log.manifests["t"].seq == 30  # 4 plain deltas behind
+    assert hint["seq"] == 27 and writer.engine.log.manifests["t"].seq == 30  # 3 plain deltas behind
     trips = RoundTrips(ca.open_store(s3_url, opts), latency=0.05)
     reader = ca.ArchiveCheckpointer(trips)
     s3_server.reset_counts()

@@ -102,6 +102,14 @@ def test_hint_benchmark_smoke(tmp_path: Path) -> None:
     assert 1 <= default["delta save"]["requests"]["PUT"] < 1.2 < every["delta save"]["requests"]["PUT"] == 2
     for ops in (every, default):
         assert ops["delta save"]["rt_max"] == 1 and ops["cold load"]["rt_max"] == 2, ops
+        # the save after a snapshot puts the snapshot's fold and the hint naming it, in its one round trip
+        fold = ops["delta save after a snapshot (fold)"]
+        assert fold["requests"]["PUT"] == 3 and fold["rt_max"] == 1, fold
+    # a cold load right after a snapshot save: at most 3 round trips (the hint trails the snapshot, whose
+    # objects the reader reads once it finds it past the hint: from the second interval on), 2 with a
+    # hint every commit
+    assert every["cold load, after a snapshot save"]["rt_max"] == 2
+    assert default["cold load, after a snapshot save"]["rt_max"] <= 3
     if available("ArchiveSaver"):  # ArchiveSaver.from_url's policy: one PUT a put, the hint once idle
         idle = next(ops for key, ops in rows.items() if "idle" in str(key))
         assert idle["delta put"]["requests"]["PUT"] == 1, idle

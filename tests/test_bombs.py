@@ -140,6 +140,7 @@ def build(root: Path) -> list[ca.Checkpoint]:
             ckpt = ckpt.with_parent(saved[-1].checkpoint_id)
         cp.save(ckpt)
         saved.append(ckpt)
+    cp.flush_hints()  # the fold (and hint) the last save's compaction left to the writer's next save
     return saved
 
 

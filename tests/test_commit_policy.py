@@ -26,7 +26,7 @@ def test_commit_takes_a_plan_and_a_policy() -> None:
 
 def test_the_presets() -> None:
     """What each caller passed before, now named in one place."""
-    assert (SAVE.attempts, SAVE.backoff, SAVE.fold, SAVE.cache) == (None, False, Fold.IF_COMPACTED, True)
+    assert (SAVE.attempts, SAVE.backoff, SAVE.fold, SAVE.cache) == (None, False, Fold.NEXT_COMMIT, True)
     assert (COMPACT.attempts, COMPACT.backoff, COMPACT.fold, COMPACT.cache) == (16, True, Fold.IF_COMPACTED, True)
     assert (MAINTENANCE.attempts, MAINTENANCE.backoff, MAINTENANCE.fold) == (16, True, Fold.FIRST)
     assert (GC.attempts, GC.backoff, GC.fold, GC.cache) == (16, True, Fold.WITH_HINT, False)

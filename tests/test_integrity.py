@@ -203,7 +203,7 @@ def test_broken_chain(archive_url: Any, backend: str) -> None:
 
 
 def test_corrupt_folded_manifest_falls_back_when_provably_safe(archive_url: Any, backend: str) -> None:
-    cp, saved = build(archive_url, backend, n=9)  # compactions at steps 4 and 8 fold the manifest
+    cp, saved = build(archive_url, backend, n=10)  # compactions at steps 4 and 8: folded with steps 5 and 9
     folded = keys(cp, ".manifest.json.zst")
     assert len(folded) == 2
     put(cp, folded[-1], flip(get(cp, folded[-1]), 12))

@@ -135,7 +135,7 @@ def test_list_all_parses_each_segment_once(monkeypatch: pytest.MonkeyPatch) -> N
     from ckpt_archive.format import objects
 
     url = "memory://lg-reads-segments"
-    _chat(ArchiveSaver.from_url(url), "t", 150)
+    _chat(ArchiveSaver.from_url(url, full_snapshot_interval=10), "t", 150)  # 14 segments
     parsed: list[str] = []
     real = objects.SegmentReader.__init__
 

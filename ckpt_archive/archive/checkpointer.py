@@ -117,7 +117,8 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         return self.engine.root.full_snapshot_interval
 
     def flush_hints(self) -> None:
-        """Put now the head hints ``hint_idle`` would put later (``close`` and interpreter exit do)."""
+        """Put now the head hints ``hint_idle`` would put later, and the folds (with the hint naming each)
+        that saves' compactions left for the next save (``close`` and interpreter exit do)."""
         run_sync(self.engine.log.idle_hints())
 
     async def aflush_hints(self) -> None:

@@ -14,7 +14,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import Collection
+from collections.abc import Awaitable, Collection, Sequence
 from typing import Any, TypeVar
 
 from ..errors import (
@@ -34,7 +34,7 @@ from ..errors import (
 )
 from ..format import actions as A
 from ..format import layout
-from ..format.manifest import Manifest, hint_due, hint_probes, next_window, unseal
+from ..format.manifest import Manifest, hint_due, hint_lags, hint_probes, is_plain, next_window, unseal
 from ..format.parts import seal_parts
 from ..format.schema import check_commit, check_hint
 from ..storage import ObjectStore
@@ -65,6 +65,12 @@ class ThreadLog:
         self.hinted: dict[str, int] = {}
         """Thread -> seq of the newest head hint this writer put or read: a plain delta commit puts the
         hint beside it only when that one is ``Root.hint_every`` commits behind (``hint_due``)."""
+        self.owed: dict[str, int] = {}
+        """Thread -> seq of a save's compaction whose fold this writer has not put yet (``Fold.NEXT_COMMIT``):
+        its next plain commit of the thread, its idle timer or ``idle_hints`` puts it."""
+        self._owed_head: dict[str, tuple[int, bytes]] = {}
+        """Thread (owing a fold) -> (seq, stored entry) of this writer's newest commit of it: what the hint
+        that ``idle_hints`` puts beside the owed fold names."""
         self.found_ids: dict[str, str] = {}
         """Foreign checkpoint id -> the thread a look-up by id alone found it in (``ops.reads.find``), at
         most ``FOUND_IDS`` of them: the next look-up reads that thread, not every thread."""
@@ -98,6 +104,8 @@ class ThreadLog:
         """Drop the cached view of a deleted thread."""
         self.manifests.pop(thread_id, None)
         self.folded_seq.pop(thread_id, None)
+        self.owed.pop(thread_id, None)
+        self._owed_head.pop(thread_id, None)
         self._cancel_idle(thread_id)
 
     # -- reading ---------------------------------------------------------------------
@@ -314,7 +322,8 @@ class ThreadLog:
         put-if-absent; once it landed, the plan's ``landed`` (a slow save's check), the caches and what
         ``policy.fold`` publishes. A lost race re-reads and re-plans as the policy says."""
         cache, fold, first_read = policy.cache, policy.fold, policy.first_read
-        attempt, routine = 0, fold is Fold.IF_COMPACTED  # routine: the hint goes beside the commit when due
+        routine = fold in (Fold.IF_COMPACTED, Fold.NEXT_COMMIT)  # the hint goes beside the commit when due
+        deferred, attempt = fold is Fold.NEXT_COMMIT, 0
         while True:
             async with self.lock(thread_id):
                 while True:
@@ -326,11 +335,18 @@ class ThreadLog:
                     if not planned.actions:
                         return planned.result
                     compacts = any(a["action"] == A.COMPACT for a in planned.actions)
-                    due = routine and hint_due(
-                        m.seq + 1, planned.actions, self.root.hint_every, self.hinted.get(thread_id)
-                    )
-                    hint = due and not compacts  # a compaction's goes with its fold, and names it
-                    done = await self._attempt(m, planned, hint=hint, cache=cache)
+                    seq, hinted = m.seq + 1, self.hinted.get(thread_id)
+                    due = routine and hint_due(seq, planned.actions, self.root.hint_every, hinted)
+                    # a save's compaction owes its fold (and the hint naming it) to the next plain commit
+                    folds = deferred and self.owes_fold(m) and is_plain(planned.actions)
+                    if deferred and compacts:
+                        due = hint_lags(seq, self.root.hint_every, hinted)
+                        hint = due
+                    else:
+                        due = due or folds
+                        hint = due and not compacts  # a compaction's goes with its fold, and names it
+                    lags = hint_lags(seq, self.root.hint_every, hinted)
+                    done = await self._attempt(m, planned, hint=hint, cache=cache, fold=folds, lags=lags)
                     if done is not None:
                         new, stored = done
                         if planned.landed is not None:
@@ -338,16 +354,21 @@ class ThreadLog:
                         if cache:
                             self.manifests[thread_id] = new
                             self.read_at[thread_id] = time.monotonic()
-                        await self._publish(
-                            new,
-                            stored,
-                            compacted=not routine or compacts,
-                            hint=not routine or (due and compacts),
-                            fold_first=fold is Fold.FIRST,
-                            with_fold=routine and compacts,
-                        )
+                        if deferred and compacts:
+                            self.owed[thread_id] = new.seq
+                        if thread_id in self.owed:
+                            self._owed_head[thread_id] = (new.seq, stored)
+                        elif not deferred:
+                            await self._publish(
+                                new,
+                                stored,
+                                compacted=not routine or compacts,
+                                hint=not routine or (due and compacts),
+                                fold_first=fold is Fold.FIRST,
+                                with_fold=routine and compacts,
+                            )
                         self._cancel_idle(thread_id)
-                        if routine and not due and cache:  # the hint was left behind: put it once idle
+                        if routine and cache and (not due or self.owes_fold(new)):  # left behind: once idle
                             self.hint_when_idle(new, stored)
                         return planned.result
                     attempt += 1
@@ -356,6 +377,19 @@ class ThreadLog:
                     if policy.backoff:
                         break  # sleep with the lock released
             await asyncio.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
+
+    def owes_fold(self, m: Manifest) -> bool:
+        """Does this writer owe the fold of a save's compaction that ``m`` holds (``Fold.NEXT_COMMIT``)?
+        Not once a fold at or after it was written or read (``folded_seq``)."""
+        owed = self.owed.get(m.thread_id)
+        if owed is None:
+            return False
+        if (self.folded_seq.get(m.thread_id) or 0) >= owed or owed > m.seq:
+            if owed <= (self.folded_seq.get(m.thread_id) or 0):
+                del self.owed[m.thread_id]
+                self._owed_head.pop(m.thread_id, None)
+            return False
+        return True
 
     def hint_when_idle(self, m: Manifest, stored: bytes) -> None:
         """Put the head hint of commit ``m.seq`` (stored as ``stored``) ``Root.hint_idle`` seconds from
@@ -383,9 +417,12 @@ class ThreadLog:
     async def _idle_hint(self, m: Manifest, stored: bytes) -> None:
         async with self.lock(m.thread_id):  # never beside a commit of the thread: it would trail it anyway
             current = self.manifests.get(m.thread_id)
-            if current is None or current.seq != m.seq or self.hinted.get(m.thread_id, -1) >= m.seq:
+            if current is None or current.seq != m.seq:
                 return
-            await self._put_hint(m, stored)
+            if self.owes_fold(current):  # a save's compaction left its fold: it goes now, the hint naming it
+                await self._publish(current, stored, compacted=True, hint=True, fold_first=False, with_fold=True)
+            elif self.hinted.get(m.thread_id, -1) < m.seq:
+                await self._put_hint(m, stored)
 
     async def settle(self, thread_id: str) -> None:
         """No idle hint of the thread pending or being put: before its folder is deleted, so none lands
@@ -394,19 +431,33 @@ class ThreadLog:
         await asyncio.gather(*list(self._idle_puts), return_exceptions=True)
 
     async def idle_hints(self) -> None:
-        """Put every pending idle hint now (``hint_when_idle``): before a process ends, or in a test."""
+        """Put every pending idle hint now (``hint_when_idle``), and every fold a save's compaction left
+        owed (``Fold.NEXT_COMMIT``) with the hint naming it: before a process ends, or in a test."""
         for timer, m, stored in list(self._idle.values()):
             timer.cancel()
             self._idle_due(m, stored)
         await asyncio.gather(*list(self._idle_puts))
+        for thread_id in list(self.owed):
+            async with self.lock(thread_id):
+                current, head = self.manifests.get(thread_id), self._owed_head.get(thread_id)
+                if current is None or head is None or not self.owes_fold(current):
+                    continue
+                seq, entry = head
+                hint = seq == current.seq
+                await self._publish(current, entry, compacted=True, hint=hint, fold_first=False, with_fold=True)
+                self.owes_fold(current)  # forgets it once folded
 
     async def _attempt(
-        self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool
+        self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool, fold: bool = False, lags: bool = False
     ) -> tuple[Manifest, bytes] | None:
         """One attempt: (new manifest, stored entry) once it landed, None if it lost.
 
         ``hint``: a due hint goes out with the commit (one round trip, not two); readers check the
-        ``entry_sha256`` it carries, so one whose commit lost the race is ignored."""
+        ``entry_sha256`` it carries, so one whose commit lost the race is ignored. ``fold``: the fold of
+        ``m`` (seq ``m.seq``, landed: true whoever wins this commit) goes out with it too, and the hint
+        names it; when that fold seals a part, only the part goes with the commit (and the hint if it
+        ``lags``), the fold waiting for the next plain commit, so that a save writes at most a commit and
+        two more objects. The new manifest carries the parts sealed."""
         thread_id = m.thread_id
         stored = m.commit_entry(planned.actions)  # refused (StateTooLarge) before any payload is written
         await asyncio.gather(
@@ -414,34 +465,61 @@ class ThreadLog:
             *(self.store.copy(src, dst) for src, dst in planned.copies.items()),
         )
         await self.root.check(create=True)  # the first commit creates the archive marker
+        doc = unseal(stored, "own commit", kind="commit entry")
         new = m.copy()
-        new.apply_entry(unseal(stored, "own commit", kind="commit entry"))
+        new.apply_entry(doc)
+        folding, beside, names = None, [], None
+        if fold:
+            folded = m.copy()  # sealed on a copy: ``m`` and ``new`` keep the parts the newest fold names
+            with contextlib.suppress(StateTooLarge):  # a fold over its bound is not written: readers fold the log
+                folding = folded, self._prepare_fold(folded)
+        if folding is not None:
+            folded, (objects, data, before) = folding
+            if objects:  # the part now, the fold (and the hint naming it) with the next plain commit
+                beside, hint = [self._put_parts(folded, objects, before)], lags
+            else:
+                beside, names = [self._put_fold(folded, data)], folded.seq
         try:
-            landed = await self._put_commit(new, stored, hint=hint)
+            landed, results = await self._put_commit(new, stored, hint=hint, beside=beside, names=names)
         except CommitOutcomeUnknown:
             # the next save re-reads the log first (as after a long pause, keeping the known head): a
             # re-save of this checkpoint then finds it, before writing anything
             if cache:
                 self.read_at[thread_id] = -math.inf
             raise
+        if landed and folding is not None and not any(isinstance(r, BaseException) for r in results):
+            new = folding[0]  # the fold or its parts landed: the manifest goes on with its parts sealed
+            new.apply_entry(doc)
         return (new, stored) if landed else None
 
-    async def _put_commit(self, new: Manifest, stored: bytes, *, hint: bool) -> bool:
-        """Create commit ``new.seq`` (put-if-absent of ``stored``), with the head hint put at the same
-        time when ``hint``. A hint whose commit loses the race names an entry that is not the one at
-        its ``seq``: readers check ``entry_sha256`` and ignore it (spec.md section 7); the next hint
-        replaces it.
+    async def _put_commit(
+        self,
+        new: Manifest,
+        stored: bytes,
+        *,
+        hint: bool,
+        beside: Sequence[Awaitable[None]] = (),
+        names: int | None = None,
+    ) -> tuple[bool, list[Any]]:
+        """Create commit ``new.seq`` (put-if-absent of ``stored``), with the head hint (naming fold
+        ``names``, default the newest known) put at the same time when ``hint``, and the best-effort
+        writes ``beside`` (a fold or a part: their results, an exception for a failed one, are
+        returned with whether the commit landed). A hint whose commit loses the race names an entry
+        that is not the one at its ``seq``: readers check ``entry_sha256`` and ignore it (spec.md
+        section 7); the next hint replaces it.
 
         A failure that may have come after the entry landed (a lost reply, retries used up) raises
         ``CommitOutcomeUnknown``; only a refusal (full, read-only, denied, no bucket) is definite."""
-        commit = self._create_commit(new, stored)
-        if not hint:
-            return await commit
-        put_hint = asyncio.ensure_future(self._put_hint(new, stored))
+        others = [*beside, *([self._put_hint(new, stored, fold=names)] if hint else [])]
+        if not others:
+            return await self._create_commit(new, stored), []
+        pending = asyncio.ensure_future(asyncio.gather(*others, return_exceptions=True))
         try:
-            return await commit
+            landed = await self._create_commit(new, stored)
         finally:
-            await put_hint
+            results = list(await pending)
+            _reraise(results)
+        return landed, results[: len(beside)]
 
     async def _create_commit(self, new: Manifest, stored: bytes) -> bool:
         try:
@@ -512,10 +590,25 @@ class ThreadLog:
     async def _write_fold(
         self, m: Manifest, objects: list[tuple[str, bytes]], folded: bytes, before: tuple[Any, ...]
     ) -> None:
+        await self._put_parts(m, objects, before)
+        await self._put_fold(m, folded)
+
+    async def _put_parts(self, m: Manifest, objects: list[tuple[str, bytes]], before: tuple[Any, ...]) -> None:
+        """Put the parts a fold of ``m`` sealed; if one fails, ``m``'s parts as they were (``before``)."""
         written = await asyncio.gather(*(self.store.put(key, data) for key, data in objects), return_exceptions=True)
         failed = [r for r in written if isinstance(r, BaseException)]
         if failed:  # sealed parts first: the fold that names them must never exist without them
             m.parts, m.part_ids, m.sealed, m.dirty = before
             raise next((r for r in failed if not isinstance(r, Exception)), failed[0])
+
+    async def _put_fold(self, m: Manifest, folded: bytes) -> None:
+        """Put the folded manifest of ``m`` (its parts already written); readers may start from it."""
         await self.store.put(layout.manifest_key(m.thread_id, m.seq), folded)
-        self.folded_seq[m.thread_id] = m.seq
+        self.folded_seq[m.thread_id] = max(m.seq, self.folded_seq.get(m.thread_id) or 0)
+
+
+def _reraise(results: list[Any]) -> None:
+    """A crash or cancellation among best-effort results is not swallowed (an ``Exception`` is)."""
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, Exception):
+            raise result

@@ -25,8 +25,9 @@ DEFAULT_GC_GRACE = timedelta(hours=1)
 HINT_EVERY = 5
 """The default ``hint_every``: a plain delta writes its commit alone except once every 5 commits, so the
 hint trails by at most 4 and a cold reader probing 5 commits past it (``probe_window``) finds the head
-in the round trip that reads the chain. With the default interval (a snapshot, which writes the hint,
-every 10 steps) that is one hint PUT per 10 saves besides the snapshot's: 1.5 PUTs per save in all.
+in the round trip that reads the chain (a save's snapshot among them: one round trip more for its
+objects). With the default interval (a snapshot every 10 steps, its fold and a hint with the save after
+it) that is one hint PUT per 10 saves besides the fold's: about 1.5 PUTs per save in all (W1: 1.535).
 A wider window (16, or the interval of 10) measured 4 round trips instead of 2 for a cold load through
 s3fs on moto (docs/design/005-head-hint.md): the probes and the chain's objects no longer went out
 at once."""
@@ -120,11 +121,12 @@ class Root:
     @property
     def probe_window(self) -> int:
         """How many commits past a head hint this process probes in the round trip that reads the chain
-        (``hint_probes``): as far as its own writes let a hint trail after a clean save, the smaller of
-        ``hint_every`` and ``full_snapshot_interval`` (every snapshot writes the hint). Another writer's
-        longer lag costs this reader a wider window's round trip (``next_window``), never a wrong head.
-        Set (``open_archive(probe_window=...)``), it is that: 1 for readers of a writer whose hint is current
-        once idle (``hint_idle``), which is when cold readers come (``ArchiveSaver.from_url``)."""
+                (``hint_probes``): as far as its own writes let a hint trail after a clean save, the smaller of
+                ``hint_every`` and ``full_snapshot_interval`` (the save after every snapshot writes the hint, beside
+        the snapshot's fold, so a snapshot trails it by fewer than the interval). Another writer's
+                longer lag costs this reader a wider window's round trip (``next_window``), never a wrong head.
+                Set (``open_archive(probe_window=...)``), it is that: 1 for readers of a writer whose hint is current
+                once idle (``hint_idle``), which is when cold readers come (``ArchiveSaver.from_url``)."""
         if self._probe_window is not None:
             return self._probe_window
         return min(self.hint_every, self.full_snapshot_interval)

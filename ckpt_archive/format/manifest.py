@@ -378,13 +378,25 @@ def _plain_delta(actions: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | No
     return actions[0] if actions[0]["record"]["ref"]["type"] in ("inline", "empty") else None
 
 
+def hint_lags(seq: int, every: int, hinted: int | None) -> bool:
+    """Is the newest hint this writer knows of (``hinted``: its seq; None: none known) ``every``
+    commits or more behind commit ``seq``? Then ``seq`` puts the hint, whatever it is, so that after a
+    clean save the hint trails by fewer than ``every`` commits (what a reader's window assumes)."""
+    return hinted is None or seq - hinted >= every
+
+
 def hint_due(seq: int, actions: Sequence[Mapping[str, Any]], every: int, hinted: int | None) -> bool:
     """Must the commit ``seq`` made of ``actions`` write the head hint beside it? A commit that writes
-    other objects anyway (a snapshot, a compaction; maintenance always publishes one) does; a plain delta
-    (its one action adds an inline or empty delta) only when the newest hint this writer knows of
-    (``hinted``: its seq; None: none known) is ``every`` commits behind or more. The hint then trails the
-    log by fewer than ``every`` plain deltas after a clean save; readers apply them from the log."""
-    return _plain_delta(actions) is None or hinted is None or seq - hinted >= every
+    other objects anyway (a snapshot; maintenance always publishes one) does; a plain delta
+    (its one action adds an inline or empty delta) only when the hint lags (``hint_lags``). A save's
+    compaction defers its hint to the next commit (``ThreadLog.commit``), unless it lags. The hint then
+    trails the log by fewer than ``every`` commits after a clean save; readers apply them from the log."""
+    return _plain_delta(actions) is None or hint_lags(seq, every, hinted)
+
+
+def is_plain(actions: Sequence[Mapping[str, Any]]) -> bool:
+    """Is a commit of ``actions`` plain (its one action adds a delta kept inline, or an empty one)?"""
+    return _plain_delta(actions) is not None
 
 
 def hint_probes(seq: int, window: int) -> list[int]:
@@ -396,19 +408,30 @@ def hint_probes(seq: int, window: int) -> list[int]:
     return [seq + i for i in range(min(max(window, 1), MAX_WINDOW) + 1)]
 
 
+def _appended_full(actions: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The ``add`` action of a save's snapshot: one ``add`` of a full record, and otherwise only the
+    ``compact`` that moved the thread's inline deltas into a segment (which changes no content)."""
+    adds = [a for a in actions if a.get("action") == A.ADD]
+    if len(adds) != 1 or any(a.get("action") not in (A.ADD, A.COMPACT) for a in actions):
+        return None
+    return adds[0] if adds[0]["record"].get("kind") == "full" else None
+
+
 def appended(docs: list[dict[str, Any]], thread_id: str, seq: int, head: str) -> list[tuple[Record, Delta]] | None:
     """(record, inline ops) of each of the commits ``seq, seq + 1, ...`` (``docs``, unsealed) when each
-    only appended a delta to the head the one before left (the first to ``head``); None when any is
-    another commit (the caller then reads the manifest)."""
+    only appended a record to the head the one before left (the first to ``head``): a delta, or a
+    save's snapshot (its ops empty: a chain starts at it; its compaction moved only records before it);
+    None when any is another commit (the caller then reads the manifest)."""
     out: list[tuple[Record, Delta]] = []
     for at, doc in enumerate(docs, seq):
         if doc.get("type") != "commit" or doc.get("seq") != at or doc.get("thread_id", thread_id) != thread_id:
             raise CorruptManifest(f"commit entry {at} is out of place (seq {doc.get('seq')!r})", thread_id=thread_id)
         check_commit(doc, thread_id)
-        add = _plain_delta(doc["actions"])
+        add = _plain_delta(doc["actions"]) or _appended_full(doc["actions"])
         if add is None or add["record"].get("parent") != head:
             return None
-        out.append((add["record"], list(add.get("ops", []))))
+        full = add["record"]["kind"] == "full"
+        out.append((add["record"], [] if full else list(add.get("ops", []))))
         head = add["record"]["id"]
     return out
 

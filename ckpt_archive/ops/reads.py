@@ -137,6 +137,11 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     found = appended(docs, thread_id, seq + 1, chain[-1]["id"])
     if found is None:
         return None
+    # a save's snapshot in the run (its hint and fold go out with the next commit) starts the chain
+    # anew: its objects are read in one round trip more (3 in all), the hint's chain is not built
+    full = [i for i, (rec, _) in enumerate(found) if rec["kind"] == "full"]
+    if full:
+        chain, found = [found[full[-1]][0]], found[full[-1] + 1 :]
     inline = {**inline, **{rec["id"]: ops for rec, ops in found}}
     content = await reader.content(chain, inline)
     for rec, _ in found:  # each delta built on its parent's content, just built, and checked

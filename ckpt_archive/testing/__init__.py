@@ -67,6 +67,7 @@ class S3Server:
         self.requests: Counter[str] = Counter()
         self.log: list[tuple[str, str]] = []
         self._lock = threading.Lock()
+        self._conditional = threading.Lock()
         self._faults = Faults()
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -105,6 +106,11 @@ class S3Server:
             if self.latency:
                 time.sleep(self.latency)
             fault = self._fault_for(method, environ.get("PATH_INFO", ""))
+            if fault is None and method == "PUT" and environ.get("HTTP_IF_NONE_MATCH"):
+                # moto checks If-None-Match and then puts, unlocked: two racing creates of one key could
+                # both succeed (S3 lets exactly one). One conditional put at a time, as S3 decides them.
+                with self._conditional:
+                    return list(app(environ, start_response))
             if fault is None:
                 return app(environ, start_response)
             if fault["after"]:
