@@ -104,7 +104,8 @@ def test_messages_frame_builds_only_the_states_back_to_the_seed(
     from ckpt_archive.integrations.langgraph import values
 
     url = str(tmp_path / "lg")
-    graph = tool_agent(ArchiveSaver.from_url(url), LONG_TURNS, delta=20)
+    # interval 10 (from_url's default is 30): the bound counts the walk's range, plus a chain from its snapshot
+    graph = tool_agent(ArchiveSaver.from_url(url, full_snapshot_interval=10), LONG_TURNS, delta=20)
     chat(graph, "chat", LONG_TURNS)
     config = {"configurable": {"thread_id": "chat"}}
     api = {

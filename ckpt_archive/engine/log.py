@@ -345,8 +345,7 @@ class ThreadLog:
                     else:
                         due = due or folds
                         hint = due and not compacts  # a compaction's goes with its fold, and names it
-                    lags = hint_lags(seq, self.root.hint_every, hinted)
-                    done = await self._attempt(m, planned, hint=hint, cache=cache, fold=folds, lags=lags)
+                    done = await self._attempt(m, planned, hint=hint, cache=cache, fold=folds)
                     if done is not None:
                         new, stored = done
                         if planned.landed is not None:
@@ -448,16 +447,16 @@ class ThreadLog:
                 self.owes_fold(current)  # forgets it once folded
 
     async def _attempt(
-        self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool, fold: bool = False, lags: bool = False
+        self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool, fold: bool = False
     ) -> tuple[Manifest, bytes] | None:
         """One attempt: (new manifest, stored entry) once it landed, None if it lost.
 
         ``hint``: a due hint goes out with the commit (one round trip, not two); readers check the
         ``entry_sha256`` it carries, so one whose commit lost the race is ignored. ``fold``: the fold of
         ``m`` (seq ``m.seq``, landed: true whoever wins this commit) goes out with it too, and the hint
-        names it; when that fold seals a part, only the part goes with the commit (and the hint if it
-        ``lags``), the fold waiting for the next plain commit, so that a save writes at most a commit and
-        two more objects. The new manifest carries the parts sealed."""
+        names it; when that fold seals a part, the part goes first and the fold after it, in this save
+        (a part left for a later save would be collectable by gc until then). The new manifest carries
+        the parts sealed."""
         thread_id = m.thread_id
         stored = m.commit_entry(planned.actions)  # refused (StateTooLarge) before any payload is written
         await asyncio.gather(
@@ -475,10 +474,9 @@ class ThreadLog:
                 folding = folded, self._prepare_fold(folded)
         if folding is not None:
             folded, (objects, data, before) = folding
-            if objects:  # the part now, the fold (and the hint naming it) with the next plain commit
-                beside, hint = [self._put_parts(folded, objects, before)], lags
-            else:
-                beside, names = [self._put_fold(folded, data)], folded.seq
+            # the parts it seals, then the fold, in this save: a part left for a later save's fold would be
+            # an unreferenced object until then, and gc (its grace passed, or ``grace=0``) collects it
+            beside, names = [self._put_parts_then_fold(folded, objects, before, data)], folded.seq
         try:
             landed, results = await self._put_commit(new, stored, hint=hint, beside=beside, names=names)
         except CommitOutcomeUnknown:
@@ -600,6 +598,15 @@ class ThreadLog:
         if failed:  # sealed parts first: the fold that names them must never exist without them
             m.parts, m.part_ids, m.sealed, m.dirty = before
             raise next((r for r in failed if not isinstance(r, Exception)), failed[0])
+
+    async def _put_parts_then_fold(
+        self, m: Manifest, objects: list[tuple[str, bytes]], before: tuple[Any, ...], folded: bytes
+    ) -> None:
+        """The parts a fold of ``m`` sealed (if any), then the fold that names them: never a fold without
+        its parts, and never a sealed part that no fold names for longer than this save."""
+        if objects:
+            await self._put_parts(m, objects, before)
+        await self._put_fold(m, folded)
 
     async def _put_fold(self, m: Manifest, folded: bytes) -> None:
         """Put the folded manifest of ``m`` (its parts already written); readers may start from it."""
