@@ -321,6 +321,9 @@ class Archive(LangGraphStore):
     def gc(self) -> None:
         self.saver.archive.gc(grace=timedelta(0), unsafe_no_writers=True)
 
+    def close(self) -> None:
+        self.saver.close()  # puts the idle hint and an owed fold now, not into a directory being removed
+
     def maintain(self) -> None:
         for thread in self.saver.archive.threads():
             self.saver.archive.compact(thread)
