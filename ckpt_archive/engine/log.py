@@ -383,12 +383,11 @@ class ThreadLog:
         owed = self.owed.get(m.thread_id)
         if owed is None:
             return False
-        if (self.folded_seq.get(m.thread_id) or 0) >= owed or owed > m.seq:
-            if owed <= (self.folded_seq.get(m.thread_id) or 0):
-                del self.owed[m.thread_id]
-                self._owed_head.pop(m.thread_id, None)
+        if owed <= (self.folded_seq.get(m.thread_id) or 0):  # folded since: forget it
+            del self.owed[m.thread_id]
+            self._owed_head.pop(m.thread_id, None)
             return False
-        return True
+        return owed <= m.seq
 
     def hint_when_idle(self, m: Manifest, stored: bytes) -> None:
         """Put the head hint of commit ``m.seq`` (stored as ``stored``) ``Root.hint_idle`` seconds from
@@ -476,7 +475,7 @@ class ThreadLog:
             folded, (objects, data, before) = folding
             # the parts it seals, then the fold, in this save: a part left for a later save's fold would be
             # an unreferenced object until then, and gc (its grace passed, or ``grace=0``) collects it
-            beside, names = [self._put_parts_then_fold(folded, objects, before, data)], folded.seq
+            beside, names = [self._write_fold(folded, objects, data, before)], folded.seq
         try:
             landed, results = await self._put_commit(new, stored, hint=hint, beside=beside, names=names)
         except CommitOutcomeUnknown:
@@ -588,6 +587,8 @@ class ThreadLog:
     async def _write_fold(
         self, m: Manifest, objects: list[tuple[str, bytes]], folded: bytes, before: tuple[Any, ...]
     ) -> None:
+        """The parts a fold of ``m`` sealed, then the fold naming them: never a fold without its parts,
+        and (a save's owed fold) never a part that no fold names past the save that sealed it."""
         await self._put_parts(m, objects, before)
         await self._put_fold(m, folded)
 
@@ -598,15 +599,6 @@ class ThreadLog:
         if failed:  # sealed parts first: the fold that names them must never exist without them
             m.parts, m.part_ids, m.sealed, m.dirty = before
             raise next((r for r in failed if not isinstance(r, Exception)), failed[0])
-
-    async def _put_parts_then_fold(
-        self, m: Manifest, objects: list[tuple[str, bytes]], before: tuple[Any, ...], folded: bytes
-    ) -> None:
-        """The parts a fold of ``m`` sealed (if any), then the fold that names them: never a fold without
-        its parts, and never a sealed part that no fold names for longer than this save."""
-        if objects:
-            await self._put_parts(m, objects, before)
-        await self._put_fold(m, folded)
 
     async def _put_fold(self, m: Manifest, folded: bytes) -> None:
         """Put the folded manifest of ``m`` (its parts already written); readers may start from it."""
