@@ -148,9 +148,9 @@ def test_a_fold_carries_at_most_36_records_however_long_the_thread(tmp_path: Pat
 
 def test_a_langgraph_plain_entry_stores_only_what_is_its_own(tmp_path: Path) -> None:
     """A LangGraph checkpoint's entry (its channels, checkpoint fields and metadata, spec section 11) is in the
-    dictionary's vocabulary too: at most 66% of the document zstd'd alone (measured here: 61%, and 71% when the
-    dictionary held only native documents; on W1 through ``ArchiveSaver``: 669 bytes against 1,036), and a
-    fresh saver reads the graph back."""
+    dictionary's vocabulary too: at most 70% of the document zstd'd alone at the entry's level (measured here:
+    65.5-66.3% over runs, the checkpoint ids' randomness moving it; 75% with the dictionary's native documents
+    only, so dropping the LangGraph one fails this), and a fresh saver reads the graph back."""
     pytest.importorskip("langgraph")
     from langchain_core.messages import AIMessage, HumanMessage
     from langgraph.graph import START, MessagesState, StateGraph
@@ -178,6 +178,6 @@ def test_a_langgraph_plain_entry_stores_only_what_is_its_own(tmp_path: Path) -> 
     ]
     assert len(entries) >= 20
     alone = sum(len(codec.compress(codec.decompress(d, kind="commit entry"), hot=True)) for d in entries)  # same level
-    assert sum(map(len, entries)) <= 0.66 * alone, (sum(map(len, entries)), alone)
+    assert sum(map(len, entries)) <= 0.70 * alone, (sum(map(len, entries)), alone)
     fresh = builder.compile(checkpointer=ArchiveSaver.from_url(url))
     assert len(fresh.get_state(config).values["messages"]) == 40
