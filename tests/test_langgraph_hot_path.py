@@ -523,3 +523,50 @@ def test_exit_with_the_store_failing_reports_one_line_and_does_not_hang() -> Non
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("ckpt_archive: idle head hint not put at exit"), done.stderr
     assert took < EXIT_FLUSH_SECONDS + 15, took  # imports and the run itself, plus the bounded wait
+
+
+@pytest.mark.parametrize("n", [10, 120])
+def test_get_tuple_of_the_head_validates_only_the_messages_it_has_not_met(
+    monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
+    """A LangGraph turn starts with ``get_tuple`` of the head, whose state holds every message so far:
+    it goes through the saver's message memo (``SerdeCodec.messages``, as ``list()`` does), so after one
+    more message it validates that one (before: every message of the thread, 11 at 10 and 121 at 120),
+    and hands out fresh copies: a message of one tuple changed changes no later tuple's."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    saver = ArchiveSaver.from_url(f"memory://lg-hot-memo-{n}")
+    cfg: Any = _config("t")
+    messages: list[Any] = []
+
+    def step(i: int) -> None:
+        nonlocal cfg, messages
+        kind = HumanMessage if i % 2 == 0 else AIMessage
+        messages = [*messages, kind(f"turn {i} " + "x" * 200, id=f"m{i}")]
+        cp = generate_checkpoint(channel_values={"messages": messages})
+        cp["channel_versions"] = {"messages": i + 1}
+        cfg = saver.put(cfg, cp, generate_metadata(step=i), {"messages": i + 1})
+
+    for i in range(n):
+        step(i)
+    first = saver.get_tuple(_config("t"))
+    assert first is not None and len(first.checkpoint["channel_values"]["messages"]) == n
+    validated: list[str] = []
+    real = V.decode_message
+
+    def counting(cell: dict[str, Any], where: str) -> Any:
+        validated.append(str(cell.get("id")))
+        return real(cell, where)
+
+    monkeypatch.setattr(V, "decode_message", counting)
+    step(n)
+    got = saver.get_tuple(_config("t"))
+    assert validated == [f"m{n}"], len(validated)
+    assert got is not None and got.checkpoint["channel_values"]["messages"] == messages
+    mine = got.checkpoint["channel_values"]["messages"]
+    assert not {id(m) for m in mine} & {id(m) for m in first.checkpoint["channel_values"]["messages"]}
+    mine[0].content = "changed"
+    mine[-1].additional_kwargs["k"] = 1
+    again = saver.get_tuple(_config("t"))
+    assert again is not None and again.checkpoint["channel_values"]["messages"] == messages
+    assert validated == [f"m{n}"], len(validated)

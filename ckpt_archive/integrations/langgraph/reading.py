@@ -158,6 +158,13 @@ class SaverReads:
     def codec(self) -> SerdeCodec:
         return SerdeCodec(self.serde)
 
+    def read_codec(self, reads: Reads) -> SerdeCodec:
+        """The codec a read decodes with: the call's base64 cache and the saver's message memo
+        (``_messages``), so each message is validated once per saver, whichever read meets it (a
+        listing, or the head's tuple at the start of every LangGraph turn), and handed out as a fresh
+        copy, sharing no object with any other tuple."""
+        return SerdeCodec(self.serde, reads.raw, messages=self._messages)
+
     @property
     def contents(self) -> Contents:
         """The archive's one encoding of stored values (blobs), which write objects go through too: the
@@ -346,7 +353,7 @@ class SaverReads:
     async def tuples(self, selected: Sequence[Selected], reads: Reads) -> list[CheckpointTuple]:
         """Tuples of listed checkpoints, in the given order: per archive thread, the states are built
         in one walk while the pending writes no state carries are read alongside."""
-        codec = SerdeCodec(self.serde, reads.raw, messages=self._messages)
+        codec = self.read_codec(reads)
         by_at: dict[str, list[CheckpointInfo]] = {}
         for at, info in selected:
             by_at.setdefault(at, []).append(info)
@@ -430,7 +437,7 @@ class SaverReads:
             reads.start_writes(self.contents, at, lg)
         objects = {**await reads.early.pop((at, lg)), **W.carried(state, lg, f"thread {at!r}")}
         self.known_writes(at, lg, lg_parent, objects)
-        return self._tuple(at, top, state, W.merge(objects), SerdeCodec(self.serde, reads.raw))
+        return self._tuple(at, top, state, W.merge(objects), self.read_codec(reads))
 
     async def _latest_only(
         self,
