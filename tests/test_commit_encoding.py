@@ -11,6 +11,7 @@ import pytest
 
 import ckpt_archive as ca
 from ckpt_archive import codec
+from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
 from ckpt_archive.format.manifest import unseal
 
@@ -77,3 +78,50 @@ def test_a_damaged_compressed_entry_is_a_typed_error(tmp_path: Path, damage: str
     with pytest.raises(ca.CorruptManifest):
         ca.open_archive(url).list("t")
     assert not ca.open_archive(url).verify().ok
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_a_save_applies_its_own_entry_without_unsealing_it(monkeypatch: pytest.MonkeyPatch, encrypted: bool) -> None:
+    """A save applies its commit entry to its manifest from the JSON it sealed (``Manifest.sealed_commit``),
+    not by decompressing and unsealing the bytes it just compressed: 0 zstd decompressions per plain
+    save (before: 1, its own entry). What it applied is what a reader unseals from the stored entry,
+    document for document, encrypted values (sealed before the entry is) included."""
+    from ckpt_archive.format.manifest import Manifest
+
+    opts: dict[str, Any] = {}
+    if encrypted:
+        opts["encryption"] = ca.Encryption({"k1": b"k" * 32}, "k1", required=True)
+    url = f"memory://commit-own-entry-{encrypted}"
+    archive = ca.open_archive(url, full_snapshot_interval=100, **opts)
+    _grow(archive, 3)  # the archive, the thread and its snapshot exist: what follows are plain saves
+    applied: list[dict[str, Any]] = []
+    real_apply = Manifest.apply_entry
+
+    def recording(m: Manifest, doc: dict[str, Any]) -> None:
+        applied.append(doc)
+        real_apply(m, doc)
+
+    decompressed = 0
+    real_decompress = codec.decompress
+
+    def counting(*args: Any, **kwargs: Any) -> bytes:
+        nonlocal decompressed
+        decompressed += 1
+        return real_decompress(*args, **kwargs)
+
+    monkeypatch.setattr(Manifest, "apply_entry", recording)
+    monkeypatch.setattr(codec, "decompress", counting)
+    per_save = []
+    for step in range(3, 9):
+        decompressed = 0
+        archive.save(ca.Checkpoint.new("t", {"messages": [f"m{i}" for i in range(step + 1)], "turn": step}, step=step))
+        per_save.append(decompressed)
+    monkeypatch.undo()
+    assert per_save == [0] * 6, per_save
+    stored = run_sync(ca.open_store(url).get_many([layout.log_key("t", s) for s in range(4, 10)]))
+    assert [d["seq"] for d in applied] == list(range(4, 10))
+    assert applied == [unseal(data, "commit", kind="commit entry") for data in stored if data is not None]
+    assert len(applied) == len([d for d in stored if d is not None]) == 6
+    reader = ca.open_archive(url, **opts)
+    assert [i.step for i in reader.list("t")] == list(range(9))
+    assert reader.verify().ok

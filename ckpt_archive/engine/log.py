@@ -457,13 +457,13 @@ class ThreadLog:
         (a part left for a later save would be collectable by gc until then). The new manifest carries
         the parts sealed."""
         thread_id = m.thread_id
-        stored = m.commit_entry(planned.actions)  # refused (StateTooLarge) before any payload is written
+        # refused (StateTooLarge) before any payload is written; ``doc``: the entry as readers unseal it
+        doc, stored = m.sealed_commit(planned.actions)
         await asyncio.gather(
             self.store.put_many(planned.objects),  # on local disk one executor job (``batched_puts``)
             *(self.store.copy(src, dst) for src, dst in planned.copies.items()),
         )
         await self.root.check(create=True)  # the first commit creates the archive marker
-        doc = unseal(stored, "own commit", kind="commit entry")
         new = m.copy()
         new.apply_entry(doc)
         folding, beside, names = None, [], None

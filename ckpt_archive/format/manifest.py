@@ -213,6 +213,15 @@ class Manifest:
     # -- documents -------------------------------------------------------------
     def commit_entry(self, actions: Sequence[Action]) -> bytes:
         """The next commit's sealed entry as stored (zstd); ``StateTooLarge`` if readers would refuse it."""
+        return self.sealed_commit(actions)[1]
+
+    def sealed_commit(self, actions: Sequence[Action]) -> tuple[dict[str, Any], bytes]:
+        """The next commit's entry as a reader unseals it, and as stored (zstd); ``StateTooLarge`` if
+        readers would refuse it. The document is parsed from the very JSON that was sealed and
+        compressed (a private copy, sharing nothing with ``actions``), so the writer applies its own
+        commit (``ThreadLog._attempt``) without decompressing and checking the bytes it just made:
+        what it applies is what ``unseal`` of the stored bytes gives any reader, encrypted ops (their
+        ``enc1:`` values sealed before the entry) included."""
         entry = seal(
             {
                 "type": "commit",
@@ -229,7 +238,8 @@ class Manifest:
             "a save: keep large values (files, blobs) outside the checkpoint; maintenance: act on fewer "
             "checkpoints in one call (prune or remove them in batches)",
         )
-        return codec.compress(entry, "commit entry", hot=True)  # one per save: codec.HOT_LEVEL
+        doc = codec.decode_document(entry, f"commit {self.seq + 1} of thread {self.thread_id!r}")
+        return doc, codec.compress(entry, "commit entry", hot=True)  # one per save: codec.HOT_LEVEL
 
     def folded(self) -> bytes:
         """The folded manifest: part refs, then the records no part holds (or that changed since)."""
