@@ -199,3 +199,41 @@ def test_segments_within_their_bounds_are_sized_without_expanding_them(monkeypat
     monkeypatch.setattr(objects.pc, "binary_length", counting)
     got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
     assert len(got) == 60 and sized == 0, sized
+
+
+def test_list_copies_what_it_read_without_checking_it_as_json_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh saver's ``list()`` hands out private copies of the stored JSON (the checkpoint skeletons,
+    ``json`` cells) made by one orjson round trip (``codec.stored_copy``): what was read from storage is
+    JSON, so none is checked to round-trip as JSON again (before: 24 checks for 12 checkpoints, two each),
+    and each listed checkpoint is its own copy."""
+    from ckpt_archive import codec
+
+    url = "memory://lg-reads-json-checks"
+    n = 12
+    writer, cfg = ArchiveSaver.from_url(url), {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for i in range(n):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"notes": {"i": i, "tags": ["a", "b"]}, "step": i}
+        cp["channel_versions"] = {"notes": i + 1, "step": i + 1}
+        cfg = writer.put(cfg, cp, {"source": "loop", "step": i, "parents": {}}, {"notes": i + 1, "step": i + 1})
+    fresh = ArchiveSaver.from_url(url)
+    checks: list[str] = []
+    real = codec.json_copy_raw
+
+    def counting(value: Any, where: str = "state", series: str | None = None) -> Any:
+        checks.append(where)
+        return real(value, where, series)
+
+    monkeypatch.setattr(codec, "json_copy_raw", counting)
+    got = list(fresh.list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == n
+    assert checks == []
+    assert [t.checkpoint["channel_values"]["step"] for t in got] == list(range(n - 1, -1, -1))
+    assert [t.checkpoint["channel_values"]["notes"]["i"] for t in got] == list(range(n - 1, -1, -1))
+    skeletons = [t.checkpoint["channel_versions"] for t in got]
+    assert len({id(s) for s in skeletons}) == n
+    skeletons[0]["notes"] = -1
+    got[0].checkpoint["channel_values"]["notes"]["tags"].append("c")
+    again = list(fresh.list({"configurable": {"thread_id": "t"}}))
+    assert again[0].checkpoint["channel_versions"]["notes"] == n
+    assert again[0].checkpoint["channel_values"]["notes"]["tags"] == ["a", "b"]

@@ -31,7 +31,7 @@ import pybase64  # SIMD base64: decoding a 1,000-message history was a fifth of 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ...codec import check_json, json_copy
+from ...codec import check_json, json_copy, stored_copy
 from ...errors import CheckpointError, InvalidState
 from ...model import LANGGRAPH_KEY, RESERVED_PREFIX
 from . import values as V
@@ -258,7 +258,7 @@ class SerdeCodec:
         if tag is None:
             return self._message(cell)
         if tag == V.JSON:
-            return json_copy(cell[V.JSON], "stored LangGraph value")  # a private copy: states are cached
+            return stored_copy(cell[V.JSON], "stored LangGraph value")  # a private copy: states are cached
         if depth >= V.MAX_NESTING:
             raise CheckpointError(
                 f"stored LangGraph value{self.where} nests more than {V.MAX_NESTING} tagged containers; "
@@ -396,7 +396,7 @@ def restore_checkpoint(codec: SerdeCodec, state: dict[str, Any]) -> dict[str, An
     if "checkpoint_typed" in state:
         skeleton: dict[str, Any] = dict(codec.loads(state["checkpoint_typed"]))
     else:  # a deep copy: the state is shared with the caches, and LangGraph edits what it is given
-        skeleton = json_copy(state["checkpoint"])
+        skeleton = stored_copy(state["checkpoint"], "stored LangGraph checkpoint")
     skeleton["channel_values"] = {name: codec.decode_channel(e) for name, e in state.get("channels", {}).items()}
     return skeleton
 
