@@ -8,7 +8,7 @@ which reads its snapshot."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -237,3 +237,56 @@ def test_list_copies_what_it_read_without_checking_it_as_json_again(monkeypatch:
     again = list(fresh.list({"configurable": {"thread_id": "t"}}))
     assert again[0].checkpoint["channel_versions"]["notes"] == n
     assert again[0].checkpoint["channel_values"]["notes"]["tags"] == ["a", "b"]
+
+
+def test_get_state_history_decodes_a_shared_seed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``get_state_history(limit=10)`` of a ``DeltaChannel`` graph from a fresh saver: the seed every
+    listed state's history starts from (one ``_DeltaSnapshot`` list, the same stored cells from the
+    archive's part cache) is decoded at most twice, then handed out as fresh copies (before: once per
+    history walk: 10 times here); the states equal the writer's, and share no list, dict or message."""
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import _messages_delta_reducer
+    from typing_extensions import TypedDict
+
+    from ckpt_archive.integrations.langgraph.encoding import SerdeCodec
+
+    reducer: Any = _messages_delta_reducer
+    channel = Annotated[list[Any], DeltaChannel(reducer, snapshot_frequency=8)]
+    State = TypedDict("State", {"messages": channel})  # noqa: UP013 - the annotation names a local
+
+    def chat(s: dict[str, Any]) -> dict[str, Any]:
+        i = len(s.get("messages") or [])
+        return {"messages": [AIMessage(f"turn {i}", id=f"m{i}")]}
+
+    def app(saver: ArchiveSaver) -> Any:
+        g: Any = StateGraph(State)
+        g.add_node("chat", chat)
+        g.add_edge(START, "chat")
+        g.add_edge("chat", END)
+        return g.compile(checkpointer=saver)
+
+    url = "memory://lg-reads-shared-seed"
+    config: Any = {"configurable": {"thread_id": "t"}}
+    writer = app(ArchiveSaver.from_url(url))
+    for _ in range(12):
+        writer.invoke({}, config, durability="sync")
+    want = [s.values for s in writer.get_state_history(config, limit=10)]
+    decoded: list[str] = []
+    real = SerdeCodec._message
+
+    def counting(codec: SerdeCodec, cell: dict[str, Any]) -> Any:
+        decoded.append(str(cell.get("id")))
+        return real(codec, cell)
+
+    monkeypatch.setattr(SerdeCodec, "_message", counting)
+    got = [s.values for s in app(ArchiveSaver.from_url(url)).get_state_history(config, limit=10)]
+    assert got == want and len(got) == 10
+    assert 1 <= decoded.count("m0") <= 2, decoded.count("m0")
+    lists = [s["messages"] for s in got]
+    assert len({id(x) for x in lists}) == len(lists)
+    firsts = [x[0] for x in lists if x]
+    assert len({id(m) for m in firsts}) == len(firsts)
+    firsts[0].content = "changed"
+    firsts[0].additional_kwargs["k"] = 1
+    assert all(m.content == "turn 0" and not m.additional_kwargs for m in firsts[1:])

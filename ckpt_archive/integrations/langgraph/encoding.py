@@ -300,10 +300,35 @@ class SerdeCodec:
         return message
 
     def _items(self, cells: list[Any], depth: int) -> list[Any]:
-        """List elements, serde pairs decoded in one ``loads_many`` (a listed history decodes ~n^2/2)."""
+        """List elements, serde pairs decoded in one ``loads_many`` (a listed history decodes ~n^2/2).
+
+        With a ``messages`` memo, a list of messages (and scalars) met a third time -- the same stored
+        cells, as a ``_DeltaSnapshot`` seed is in the history of every checkpoint after it, from the
+        archive's part cache -- is handed out as fresh copies of the elements decoded the second time
+        (kept, never handed out), not decoded again cell by cell; a list holding anything else is
+        decoded each time."""
+        memo, key = self.messages, ("items", id(cells))
+        seen: tuple[list[Any], list[Any] | None] | None = None if memo is None else memo.get(key)
+        again = seen is not None and seen[0] is cells
+        if seen is not None and again and seen[1] is not None:
+            return [V.fresh_copy(v) if isinstance(v, BaseMessage) else v for v in seen[1]]
         if all(type(c) is list for c in cells):
             return self.loads_many(cells)
-        return [self.decode(c, depth) for c in cells]
+        out = [self.decode(c, depth) for c in cells]
+        if memo is not None:
+            # first met: only marked (a listing meets most lists once: a copy kept would be wasted);
+            # met again: a copy of each element kept, which later meetings copy
+            held = None
+            if again and all(type(v) in _SHARED or isinstance(v, BaseMessage) for v in out):
+                held = [V.fresh_copy(v) if isinstance(v, BaseMessage) else v for v in out]
+            if len(memo) >= 2 * self.MESSAGES_LIMIT:
+                memo.clear()
+            memo[key] = (cells, held)  # the cells kept alive: their id is never another's
+        return out
+
+
+_SHARED = frozenset((str, int, float, bool, type(None)))
+"""Immutable elements: a memo's list shares them with every copy it hands out."""
 
 
 def cell_text(cell: dict[str, Any]) -> bytes:
