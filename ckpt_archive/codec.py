@@ -290,6 +290,14 @@ def stored_dumps(value: Any, what: str) -> bytes:
         raise TruncatedObject(f"{what} cannot be encoded again ({exc}): nested deeper than any writer nests") from None
 
 
+def stored_copy(value: Any, what: str = "stored value") -> Any:
+    """A private deep copy of a value that is JSON already (read from storage, or a state built of
+    ``loads`` output): one orjson round trip, not ``json_copy``'s check that it round-trips, which such
+    a value does by construction (a LangGraph read copies every state value it hands out: the states
+    are cached and LangGraph edits what it is given)."""
+    return orjson.loads(stored_dumps(value, what))
+
+
 def loads(data: bytes | str) -> Any:
     return orjson.loads(data)
 

@@ -285,3 +285,90 @@ def test_list_validates_each_message_once_and_shares_no_object(monkeypatch: pyte
             if getattr(m, "tool_calls", None):
                 assert id(m.tool_calls[0]) not in seen and id(m.tool_calls[0]["args"]) not in seen
                 seen[id(m.tool_calls[0])] = seen[id(m.tool_calls[0]["args"])] = str(m.id)
+
+
+_LG = st.sampled_from([f"lg{i}" for i in range(6)])
+_RECORD = st.tuples(st.sampled_from([f"c{i}" for i in range(10)]), _LG, st.one_of(st.none(), _LG), st.integers(1, 2))
+
+
+def _manifest(records: list[tuple[str, str, str | None, int]]) -> Any:
+    from ckpt_archive.format.langgraph import LANGGRAPH_KEY
+    from ckpt_archive.format.manifest import Manifest
+
+    m = Manifest("t")
+    for cid, lg, parent, version in records:
+        m.records.pop(cid, None)  # a re-added id moves to the end, as a commit does
+        m.records[cid] = {"id": cid, "version": version, "metadata": {LANGGRAPH_KEY: {"id": lg, "parent": parent}}}
+    return m
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    first=st.lists(_RECORD, max_size=8),
+    then=st.lists(_RECORD, max_size=8),
+    change=st.sampled_from(["append", "compact", "drop", "replace", "reorder", "other thread"]),
+)
+def test_an_extended_lineage_equals_a_rebuilt_one(
+    first: list[tuple[str, str, str | None, int]], then: list[tuple[str, str, str | None, int]], change: str
+) -> None:
+    """``Lineage(m, base)`` built on a lineage of an earlier manifest (records added since, copied by a
+    compaction, dropped, replaced or reordered by maintenance, or another thread's) equals ``Lineage(m)``
+    built from every record, holds ``m``'s records, and leaves ``base`` as it was."""
+    from ckpt_archive.format.langgraph import Lineage
+
+    old = _manifest(first)
+    m = old.copy()
+    for cid, lg, parent, version in then:  # commits since: the same record objects, others after them
+        m.records.pop(cid, None)
+        m.records.update(_manifest([(cid, lg, parent, version)]).records)
+    if change == "drop" and m.records:
+        m.records.pop(next(iter(m.records)))
+    elif change == "compact":  # records whose rows moved: copies, the same id, version and metadata
+        for cid in list(m.records)[::2]:
+            m.records[cid] = {**m.records[cid], "rows": {"type": "segment"}}
+    elif change == "replace" and m.records:
+        cid = next(iter(m.records))
+        m.records[cid] = {**m.records[cid], "version": 3}
+    elif change == "reorder":
+        m.records = dict(reversed(m.records.items()))
+    elif change == "other thread":
+        m.thread_id = "u"
+    base = Lineage(old)
+    before = (dict(base.by_lg), {k: list(v) for k, v in base.kids.items()}, list(base.records))
+    extended, rebuilt = Lineage(m, base), Lineage(m)
+    assert extended.by_lg == rebuilt.by_lg
+    assert extended.kids == rebuilt.kids
+    assert extended.records == rebuilt.records and extended.thread_id == rebuilt.thread_id
+    # the manifest's records (or records equal to them), never a copy a compaction replaced
+    assert all(r == m.records[r["id"]] for r in extended.by_lg.values())
+    assert (base.by_lg, base.kids, base.records) == before
+
+
+def test_a_savers_history_walks_extend_the_lineage_they_built_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each turn's ``get_delta_channel_history`` reads the LangGraph ids of the records committed since
+    the saver's last walk (at most 3 a turn), not of every record of the thread (before: every record,
+    every turn: 60 at the 20th), and answers as a newly opened saver does."""
+    import itertools
+
+    from ckpt_archive.format import langgraph as L
+
+    saver = ArchiveSaver.from_url("memory://lg-history-lineage")
+    app = delta_chat(saver)
+    config: Any = {"configurable": {"thread_id": "chat"}}
+    lineages: list[Any] = []
+    build = L.Lineage.__init__
+
+    def keeping(self: Any, m: Any, base: Any = None) -> None:
+        build(self, m, base)
+        lineages.append(self)
+
+    monkeypatch.setattr(L.Lineage, "__init__", keeping)
+    for _ in range(20):
+        app.invoke({}, config, durability="sync")
+    assert len(lineages) == 19 and len(lineages[-1].records) > 40  # the first turn has no history to read
+    assert [x.read for x in lineages[1:]] == [len(b.records) - len(a.records) for a, b in itertools.pairwise(lineages)]
+    assert max(x.read for x in lineages[1:]) <= 3
+    want = ArchiveSaver.from_url("memory://lg-history-lineage").get_delta_channel_history(
+        config=config, channels=["messages"]
+    )
+    assert saver.get_delta_channel_history(config=config, channels=["messages"]) == want

@@ -8,7 +8,7 @@ which reads its snapshot."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -199,3 +199,94 @@ def test_segments_within_their_bounds_are_sized_without_expanding_them(monkeypat
     monkeypatch.setattr(objects.pc, "binary_length", counting)
     got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
     assert len(got) == 60 and sized == 0, sized
+
+
+def test_list_copies_what_it_read_without_checking_it_as_json_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh saver's ``list()`` hands out private copies of the stored JSON (the checkpoint skeletons,
+    ``json`` cells) made by one orjson round trip (``codec.stored_copy``): what was read from storage is
+    JSON, so none is checked to round-trip as JSON again (before: 24 checks for 12 checkpoints, two each),
+    and each listed checkpoint is its own copy."""
+    from ckpt_archive import codec
+
+    url = "memory://lg-reads-json-checks"
+    n = 12
+    writer, cfg = ArchiveSaver.from_url(url), {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    for i in range(n):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"notes": {"i": i, "tags": ["a", "b"]}, "step": i}
+        cp["channel_versions"] = {"notes": i + 1, "step": i + 1}
+        cfg = writer.put(cfg, cp, {"source": "loop", "step": i, "parents": {}}, {"notes": i + 1, "step": i + 1})
+    fresh = ArchiveSaver.from_url(url)
+    checks: list[str] = []
+    real = codec.json_copy_raw
+
+    def counting(value: Any, where: str = "state", series: str | None = None) -> Any:
+        checks.append(where)
+        return real(value, where, series)
+
+    monkeypatch.setattr(codec, "json_copy_raw", counting)
+    got = list(fresh.list({"configurable": {"thread_id": "t"}}))
+    assert len(got) == n
+    assert checks == []
+    assert [t.checkpoint["channel_values"]["step"] for t in got] == list(range(n - 1, -1, -1))
+    assert [t.checkpoint["channel_values"]["notes"]["i"] for t in got] == list(range(n - 1, -1, -1))
+    skeletons = [t.checkpoint["channel_versions"] for t in got]
+    assert len({id(s) for s in skeletons}) == n
+    skeletons[0]["notes"] = -1
+    got[0].checkpoint["channel_values"]["notes"]["tags"].append("c")
+    again = list(fresh.list({"configurable": {"thread_id": "t"}}))
+    assert again[0].checkpoint["channel_versions"]["notes"] == n
+    assert again[0].checkpoint["channel_values"]["notes"]["tags"] == ["a", "b"]
+
+
+def test_get_state_history_decodes_a_shared_seed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``get_state_history(limit=10)`` of a ``DeltaChannel`` graph from a fresh saver: the seed every
+    listed state's history starts from (one ``_DeltaSnapshot`` list, the same stored cells from the
+    archive's part cache) is decoded at most twice, then handed out as fresh copies (before: once per
+    history walk: 10 times here); the states equal the writer's, and share no list, dict or message."""
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import _messages_delta_reducer
+    from typing_extensions import TypedDict
+
+    from ckpt_archive.integrations.langgraph.encoding import SerdeCodec
+
+    reducer: Any = _messages_delta_reducer
+    channel = Annotated[list[Any], DeltaChannel(reducer, snapshot_frequency=8)]
+    State = TypedDict("State", {"messages": channel})  # noqa: UP013 - the annotation names a local
+
+    def chat(s: dict[str, Any]) -> dict[str, Any]:
+        i = len(s.get("messages") or [])
+        return {"messages": [AIMessage(f"turn {i}", id=f"m{i}")]}
+
+    def app(saver: ArchiveSaver) -> Any:
+        g: Any = StateGraph(State)
+        g.add_node("chat", chat)
+        g.add_edge(START, "chat")
+        g.add_edge("chat", END)
+        return g.compile(checkpointer=saver)
+
+    url = "memory://lg-reads-shared-seed"
+    config: Any = {"configurable": {"thread_id": "t"}}
+    writer = app(ArchiveSaver.from_url(url))
+    for _ in range(12):
+        writer.invoke({}, config, durability="sync")
+    want = [s.values for s in writer.get_state_history(config, limit=10)]
+    decoded: list[str] = []
+    real = SerdeCodec._message
+
+    def counting(codec: SerdeCodec, cell: dict[str, Any]) -> Any:
+        decoded.append(str(cell.get("id")))
+        return real(codec, cell)
+
+    monkeypatch.setattr(SerdeCodec, "_message", counting)
+    got = [s.values for s in app(ArchiveSaver.from_url(url)).get_state_history(config, limit=10)]
+    assert got == want and len(got) == 10
+    assert 1 <= decoded.count("m0") <= 2, decoded.count("m0")
+    lists = [s["messages"] for s in got]
+    assert len({id(x) for x in lists}) == len(lists)
+    firsts = [x[0] for x in lists if x]
+    assert len({id(m) for m in firsts}) == len(firsts)
+    firsts[0].content = "changed"
+    firsts[0].additional_kwargs["k"] = 1
+    assert all(m.content == "turn 0" and not m.additional_kwargs for m in firsts[1:])

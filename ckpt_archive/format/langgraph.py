@@ -116,17 +116,55 @@ def merge(objects: Mapping[str, Obj]) -> list[Entry]:
 
 # -- the lineage -----------------------------------------------------------------------------------
 class Lineage:
-    """The LangGraph lineage of one archive thread, from its manifest records (nothing else built)."""
+    """The LangGraph lineage of one archive thread, from its manifest records (nothing else built).
 
-    def __init__(self, m: Manifest) -> None:
+    ``base``: a lineage built before from an earlier manifest of the thread. When ``m``'s records start
+    with ``base``'s (the same records in the same order: commits since only added records), only the
+    records after them are read, onto copies of ``base``'s maps (``base`` is never changed: another walk
+    may hold it); otherwise (a prune, a replaced state, another thread) it is built from every record.
+    Either way it equals ``Lineage(m)``: a saver's history walks, one a turn, each extend the last one's
+    (``SaverReads.lineage``) rather than reading every record of the thread again."""
+
+    def __init__(self, m: Manifest, base: Lineage | None = None) -> None:
         self.thread_id = m.thread_id
+        self.records: list[Record] = list(m.records.values())
         self.by_lg: dict[str, Record] = {}
         self.kids: dict[str, list[Record]] = {}
-        for rec in m.records.values():
+        start = len(base.records) if base is not None and self._extend(base) else 0
+        self.read = len(self.records) - start
+        """How many records this lineage read the LangGraph ids of (all but those it took from ``base``)."""
+        copied: set[str] = set()  # the kids lists of base's this one appended to (copied first)
+        for rec in self.records[start:] if start else self.records:
             lg, parent = record_lg_ids(rec)
             self.by_lg[lg] = rec  # a later put of the same id replaces the earlier one
-            if parent is not None:
-                self.kids.setdefault(parent, []).append(rec)  # every record, replaced ones too
+            if parent is not None:  # every record, replaced ones too
+                if start and parent not in copied:
+                    self.kids[parent] = list(self.kids.get(parent, ()))
+                    copied.add(parent)
+                self.kids.setdefault(parent, []).append(rec)
+
+    def _extend(self, base: Lineage) -> bool:
+        """Take ``base``'s maps when this lineage's records start with ``base``'s: the same records (one
+        list comparison, by identity first), or records a compaction replaced by copies that point at
+        their moved rows (the same id, version and metadata, so the same place in the lineage: the
+        copies are put in their place). False, and nothing taken, otherwise."""
+        n = len(base.records)
+        if base.thread_id != self.thread_id or n > len(self.records):
+            return False
+        if self.records[:n] == base.records:
+            self.by_lg, self.kids = dict(base.by_lg), dict(base.kids)
+            return True
+        moved: dict[int, Record] = {}
+        for old, new in zip(base.records, self.records, strict=False):
+            if old is not new:
+                if old["id"] != new["id"] or old.get("version") != new.get("version"):
+                    return False
+                if old.get("metadata") != new.get("metadata"):
+                    return False
+                moved[id(old)] = new
+        self.by_lg = {lg: moved.get(id(r), r) for lg, r in base.by_lg.items()}
+        self.kids = {p: [moved.get(id(r), r) for r in rs] for p, rs in base.kids.items()}
+        return True
 
     def ancestors(self, cursor: str | None) -> Iterable[Record]:
         """The records from LangGraph id ``cursor`` towards the root, until the chain leaves the thread

@@ -19,18 +19,20 @@ import os
 import stat
 import uuid
 from collections.abc import Sequence
-from typing import Unpack
+from typing import Any, Unpack
 
 import fsspec
 
 from .. import limits
 from ..errors import NotARegularFile
 from .base import Listing, ObjectStore, StoreOptions
+from .listing import listing
 from .sync_fs import SyncFs
 
 
 class LocalStore(ObjectStore):
-    """Files under a local directory: reads and writes its own, listings and deletes ``SyncFs``'s."""
+    """Files under a local directory: reads, writes and the recursive listing its own, the listing of one
+    folder and deletes ``SyncFs``'s."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str, **options: Unpack[StoreOptions]) -> None:
         super().__init__(root, fs=fs, **options)
@@ -43,7 +45,10 @@ class LocalStore(ObjectStore):
         return await self._files.names(self.path(prefix))
 
     async def _find(self, prefix: str) -> Listing:
-        return await self._files.find(self.path(prefix), self.root)
+        """One ``os.scandir`` walk (``find_local``), not fsspec's ``find``, which stats every folder
+        again (``info``) after listing it: the same entries, a third of the CPU on a tree of many folders."""
+        top = self._files.fs._strip_protocol(self.path(prefix))
+        return listing(self.root, await self._files.run(find_local, top))
 
     @property
     def batched_puts(self) -> bool:
@@ -93,6 +98,52 @@ def _read_local(path: str, kind: str | None = None, key: str | None = None) -> b
         return limits.check_cut(kind, _read_to(fd, size.st_size, limits.read_end(kind)), key=key)
     finally:
         os.close(fd)
+
+
+def find_local(top: str) -> dict[str, dict[str, Any]]:
+    """Every file under ``top`` (a path as fsspec strips it), path -> ``size`` and ``mtime``, sorted:
+    the entries fsspec's ``LocalFileSystem.find(detail=True)`` gives, from one ``scandir`` per folder.
+
+    As there: ``top`` itself when it is a file (a symlink followed, its target's size and mtime), nothing
+    when it is absent or unreadable; under it, everything that is not a folder -- hidden files, the
+    ``.tmp-`` files of writes in flight (gc tells them apart: ``layout``), FIFOs, and symlinks, which are
+    listed, never walked (a link to a folder, or a loop, is one entry: the target's size, 0 when it
+    is gone, and the link's own mtime); an entry gone between the listing and its ``stat`` is left out,
+    and a folder whose listing fails otherwise is left out whole, its subfolders with it."""
+    found: dict[str, dict[str, Any]] = {}
+    try:
+        st = os.stat(top)
+    except OSError:
+        return found
+    if not stat.S_ISDIR(st.st_mode):
+        return {top: {"size": st.st_size, "mtime": st.st_mtime}}
+    todo = [top]
+    while todo:
+        folder = todo.pop()
+        files: dict[str, dict[str, Any]] = {}
+        subfolders: list[str] = []
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    try:
+                        own = entry.stat(follow_symlinks=False)
+                        if entry.is_dir(follow_symlinks=False):
+                            subfolders.append(entry.path)
+                            continue
+                        size = own.st_size
+                        if entry.is_symlink():
+                            try:
+                                size = entry.stat(follow_symlinks=True).st_size
+                            except OSError:
+                                size = 0
+                        files[entry.path] = {"size": size, "mtime": own.st_mtime}
+                    except FileNotFoundError:
+                        continue
+        except OSError:
+            continue
+        found.update(files)
+        todo.extend(subfolders)
+    return dict(sorted(found.items()))
 
 
 def _read_to(fd: int, size: int, end: int | None) -> bytes:

@@ -31,7 +31,7 @@ import pybase64  # SIMD base64: decoding a 1,000-message history was a fifth of 
 from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ...codec import check_json, json_copy
+from ...codec import check_json, json_copy, stored_copy
 from ...errors import CheckpointError, InvalidState
 from ...model import LANGGRAPH_KEY, RESERVED_PREFIX
 from . import values as V
@@ -258,7 +258,7 @@ class SerdeCodec:
         if tag is None:
             return self._message(cell)
         if tag == V.JSON:
-            return json_copy(cell[V.JSON], "stored LangGraph value")  # a private copy: states are cached
+            return stored_copy(cell[V.JSON], "stored LangGraph value")  # a private copy: states are cached
         if depth >= V.MAX_NESTING:
             raise CheckpointError(
                 f"stored LangGraph value{self.where} nests more than {V.MAX_NESTING} tagged containers; "
@@ -300,10 +300,35 @@ class SerdeCodec:
         return message
 
     def _items(self, cells: list[Any], depth: int) -> list[Any]:
-        """List elements, serde pairs decoded in one ``loads_many`` (a listed history decodes ~n^2/2)."""
+        """List elements, serde pairs decoded in one ``loads_many`` (a listed history decodes ~n^2/2).
+
+        With a ``messages`` memo, a list of messages (and scalars) met a third time -- the same stored
+        cells, as a ``_DeltaSnapshot`` seed is in the history of every checkpoint after it, from the
+        archive's part cache -- is handed out as fresh copies of the elements decoded the second time
+        (kept, never handed out), not decoded again cell by cell; a list holding anything else is
+        decoded each time."""
+        memo, key = self.messages, ("items", id(cells))
+        seen: tuple[list[Any], list[Any] | None] | None = None if memo is None else memo.get(key)
+        again = seen is not None and seen[0] is cells
+        if seen is not None and again and seen[1] is not None:
+            return [V.fresh_copy(v) if isinstance(v, BaseMessage) else v for v in seen[1]]
         if all(type(c) is list for c in cells):
             return self.loads_many(cells)
-        return [self.decode(c, depth) for c in cells]
+        out = [self.decode(c, depth) for c in cells]
+        if memo is not None:
+            # first met: only marked (a listing meets most lists once: a copy kept would be wasted);
+            # met again: a copy of each element kept, which later meetings copy
+            held = None
+            if again and all(type(v) in _SHARED or isinstance(v, BaseMessage) for v in out):
+                held = [V.fresh_copy(v) if isinstance(v, BaseMessage) else v for v in out]
+            if len(memo) >= 2 * self.MESSAGES_LIMIT:
+                memo.clear()
+            memo[key] = (cells, held)  # the cells kept alive: their id is never another's
+        return out
+
+
+_SHARED = frozenset((str, int, float, bool, type(None)))
+"""Immutable elements: a memo's list shares them with every copy it hands out."""
 
 
 def cell_text(cell: dict[str, Any]) -> bytes:
@@ -396,7 +421,7 @@ def restore_checkpoint(codec: SerdeCodec, state: dict[str, Any]) -> dict[str, An
     if "checkpoint_typed" in state:
         skeleton: dict[str, Any] = dict(codec.loads(state["checkpoint_typed"]))
     else:  # a deep copy: the state is shared with the caches, and LangGraph edits what it is given
-        skeleton = json_copy(state["checkpoint"])
+        skeleton = stored_copy(state["checkpoint"], "stored LangGraph checkpoint")
     skeleton["channel_values"] = {name: codec.decode_channel(e) for name, e in state.get("channels", {}).items()}
     return skeleton
 

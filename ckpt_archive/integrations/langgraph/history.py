@@ -32,7 +32,7 @@ import asyncio
 from collections.abc import Iterable
 
 from ...format.langgraph import History as History  # the saver's history type: its home is the walk's
-from ...format.langgraph import Lineage, folds, partial, plan, record_lg_ids, scan
+from ...format.langgraph import folds, partial, plan, record_lg_ids, scan
 from ...format.manifest import Manifest
 from . import writes as W
 from .reading import SaverReads
@@ -49,7 +49,7 @@ async def collect_history(
     ancestors' objects."""
     channels = list(channels)
     result = {ch: History() for ch in channels}
-    lineage = Lineage(m)
+    lineage = saver.lineage(at, m)
     info = lineage.by_lg.get(target) if target else None
     if info is None or target is None:
         return result

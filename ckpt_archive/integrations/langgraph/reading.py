@@ -23,7 +23,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from ...archive import ArchiveCheckpointer
 from ...errors import InvalidIdentifier
 from ...format import layout
-from ...format.langgraph import lg_of
+from ...format.langgraph import Lineage, lg_of
 from ...format.langgraph import record_lg_ids as record_lg_ids
 from ...format.manifest import Manifest
 from ...model import CheckpointInfo
@@ -105,9 +105,10 @@ WRITES_KEPT = 64
 """Checkpoints whose write objects a saver keeps for the put of their child to carry."""
 
 
-MEMOS = ("index",)
+MEMOS = ("index", "lineage")
 """What a saver keeps of what it read (``SaverReads._memo``): each archive thread's write objects'
-names (``write_names``), a listing kept current by the saver's own writes (``known_writes``). What
+names (``write_names``), a listing kept current by the saver's own writes (``known_writes``), and the
+lineage its last history walk built (``lineage``: the next walk extends it). What
 walks read of states (carried writes, seeds) and the write objects read apart are the archive's
 (``ArchiveCheckpointer.aparts``, ``held``: one bounded cache for every saver on it)."""
 MEMO_THREADS = 64
@@ -278,6 +279,15 @@ class SaverReads:
         for x, names in zip(recent, listed, strict=True):
             index[layout.writes_dir(at, x)] = set(names)
         return {x: sorted(index.get(layout.writes_dir(at, x), ())) for x in lg_ids}
+
+    def lineage(self, at: str, m: Manifest) -> Lineage:
+        """The LangGraph lineage of archive thread ``at`` as of manifest ``m``: the one the last walk of
+        this saver built, extended by the records committed since (``Lineage``'s ``base``), so a walk at
+        the start of each turn reads the new records only, not every record of the thread again."""
+        memo = self._memo["lineage"]
+        built = Lineage(m, memo.get((at,)))
+        remember(memo, (at,), built, MEMO_THREADS)
+        return built
 
     async def thread_ids(self, thread_id: str | None = None) -> list[str]:
         """Archive threads (all, or every namespace of one LangGraph thread)."""
