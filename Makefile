@@ -55,7 +55,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_save_cpu.py
 	$(PY) benchmarks/bench_peers.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_rtt.py
-	$(PY) benchmarks/bench_hint.py --steps 30 --latency-ms 20 --every 1,5 --idle 600
+	$(PY) benchmarks/bench_hint.py --steps 30 --latency-ms 20 --every 1,10 --idle 600
 	$(PY) benchmarks/bench_graph.py
 	$(PY) benchmarks/bench_langgraph.py
 	$(PY) benchmarks/bench_postgres.py

@@ -34,21 +34,13 @@ def run(turns: int) -> dict[str, Any]:
     from ckpt_archive.integrations.langgraph import ArchiveSaver
     from ckpt_archive.integrations.langgraph.saver import SAVER_HINT_IDLE
     from ckpt_archive.integrations.langgraph.testing import build_graph, run_turns
-    from ckpt_archive.testing import S3Server
+    from ckpt_archive.testing import S3Server, count_calls
 
     server = S3Server().start()
     try:
         url = server.make_bucket(BUCKET) + "/a"
         saver = ArchiveSaver.from_url(url, server.storage_options())
-        calls: collections.Counter[str] = collections.Counter()
-        for name in ("put", "put_writes"):
-            real = getattr(saver, name)
-
-            def counted(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
-                calls[_name] += 1
-                return _real(*a, **k)
-
-            setattr(saver, name, counted)
+        calls = count_calls(saver, ("put", "put_writes"))
         graph = build_graph(saver)
         server.reset_counts()
         run_turns(graph, "t", 0, turns, "sync")

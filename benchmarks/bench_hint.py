@@ -2,7 +2,7 @@
 S3: requests by method and sequential round trips per save, per cold ``load`` and per cold
 ``ArchiveSaver.get_tuple`` (with and without pending writes on the head).
 
-``hint_every = 1`` is "a hint with every commit"; 16 is the default (docs/design/005-head-hint.md): a plain
+``hint_every = 1`` is "a hint with every commit"; 10 is the default (docs/design/005-head-hint.md): a plain
 delta save writes its commit entry alone, and the hint goes with snapshots, compactions and maintenance,
 and with a plain delta once the newest hint is that many commits behind. Readers probe a fixed window
 (``PROBE_WINDOW``) past the hint whatever the writer chose.
@@ -14,7 +14,7 @@ listings included), requests counted by method at the server. After every save a
 ``get_tuple`` after ``ArchiveSaver.put``s (then after one ``put_writes`` on that head), so cold reads see
 the hint at every distance from the log.
 
-    .venv/bin/python benchmarks/bench_hint.py [--steps 60 --latency-ms 20 --every 1,5 --idle 1]
+    .venv/bin/python benchmarks/bench_hint.py [--steps 60 --latency-ms 20 --every 1,10 --idle 1]
 """
 
 from __future__ import annotations
@@ -70,10 +70,15 @@ class Tally:
 
 def save_kind(step: int, what: str) -> str:
     """A save's row: a snapshot's (every ``INTERVAL``), the one after it (a plain delta that puts the
-    snapshot's fold and the hint naming it: ``Fold.NEXT_COMMIT``), or any other plain delta."""
+    snapshot's fold: ``Fold.NEXT_COMMIT``), the one after that (a plain delta that puts the hint naming
+    the fold, landed by then: ``ThreadLog.hint_stale``), or any other plain delta."""
     if step % INTERVAL == 0:
         return f"snapshot {what}"
-    return f"delta {what} after a snapshot (fold)" if step % INTERVAL == 1 and step > 1 else f"delta {what}"
+    if step > INTERVAL and step % INTERVAL == 1:
+        return f"delta {what} after a snapshot (fold)"
+    if step > INTERVAL and step % INTERVAL == 2:
+        return f"delta {what} after a fold (hint)"
+    return f"delta {what}"
 
 
 def measured(server: S3Server, trips: RoundTrips, op: Callable[[], Any]) -> tuple[Any, Counter[str], int]:
@@ -191,7 +196,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--every", default="1,5")
+    parser.add_argument("--every", default="1,10")
     parser.add_argument(
         "--idle",
         type=float,

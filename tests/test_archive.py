@@ -49,9 +49,10 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
     s3_server.reset_counts()
     grow(writer, "t", range(25, 31), messages)  # includes the snapshot at step 30
     assert s3_server.requests["LIST"] == 0
-    # 5 commits (the one 5 after the last hint with the hint), then the snapshot's: snapshot, segment
-    # and commit (its fold and the hint naming it go with the next save)
-    assert s3_server.total() == 5 + 1 + 3, s3_server.log
+    # 5 commits, then the snapshot's: snapshot, segment and commit (its fold goes with the next save,
+    # the hint naming that fold with the one after: seq 33). No hint: the last (seq 23, the save after
+    # step 20's fold) is 8 commits behind, fewer than ``hint_every`` (10)
+    assert s3_server.total() == 5 + 3, s3_server.log
 
     trips = RoundTrips(ca.open_store(s3_url, opts), latency=0.05)
     reader = ca.ArchiveCheckpointer(trips)
@@ -59,12 +60,14 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
     latest = reader.load("t")
     assert latest is not None and latest.step == 30 and len(latest.state["messages"]) == 31
     assert s3_server.requests["LIST"] == 0
-    assert trips.depth == 3, trips.calls
+    assert trips.depth == 3, (trips.depth, trips.calls)
     # marker, hint; the commit the hint names (is it the one committed?), the probe window past it (as
-    # far as the reader's own writes would let a hint trail: 5) and the hint's snapshot, in one round
-    # trip; then the snapshot of step 30, which the run past the hint ends with (its hint is deferred)
-    assert reader.engine.root.probe_window == 5
-    assert s3_server.total() == 2 + 1 + 5 + 1 + 1, s3_server.log
+    # far as the reader's own writes would let a hint trail: ``min(hint_every, interval)``, 10) and the
+    # hint's snapshot, in one round trip; then the snapshot of step 30, which the run past the hint ends
+    # with (its fold goes with the next save, the hint naming it with the one after). The window of 10
+    # (5 before HINT_EVERY went 5 -> 10) is 5 GETs more in the same round trip
+    assert reader.engine.root.probe_window == 10
+    assert s3_server.total() == 2 + 1 + 10 + 1 + 1, s3_server.log
 
     lister = ca.open_archive(s3_url, storage_options=opts)
     s3_server.reset_counts()
@@ -78,8 +81,9 @@ def test_s3_request_economy(s3_server: S3Server, s3_url: str) -> None:
 def test_s3_save_round_trips(s3_server: S3Server, s3_url: str) -> None:
     """A warm writer's delta save is one sequential round trip, the head hint included (it is put with
     the commit; there is no id index to write first), and so is the one after a snapshot, which puts the
-    snapshot's fold and the hint naming it beside its commit; a snapshot save two (payloads, commit).
-    The hint names the commit it went out with."""
+    snapshot's fold beside its commit, and the one after that, which puts the hint naming that fold (it
+    has landed by then) beside its own; a snapshot save two (payloads, commit). The hint names the
+    commit it went out with."""
     opts = s3_server.storage_options()
     trips = RoundTrips(ca.open_store(s3_url, opts))
     writer = ca.ArchiveCheckpointer(trips, full_snapshot_interval=10)
@@ -95,11 +99,13 @@ def test_s3_save_round_trips(s3_server: S3Server, s3_url: str) -> None:
         hinted.append(any(p.endswith("/_head.json.zst") and k == "PUT" for k, p in s3_server.log))
     assert all(depths[s] == 1 for s in range(11, 20)), depths
     assert depths[20] == 2, depths  # the snapshot
-    assert hinted == [s in (11, 16) for s in range(11, 21)]  # the fold's save, and a delta 5 commits after it
+    # the save after the fold's (seq 13) and no other: the next falls due at seq 23 (``hint_every`` 10)
+    assert hinted == [s == 12 for s in range(11, 21)]
     assert sum(p.endswith(".manifest.json.zst") for _, p, _ in trips.calls) == 0  # since the last reset
     hint = unseal(run_sync(writer.store.get(layout.head_key("t"))), "hint", kind="head hint")
     entry = run_sync(writer.store.get(layout.log_key("t", hint["seq"])))
-    assert hint["entry_sha256"] == codec.sha256(entry) and hint["chain"][-1]["step"] == 16
+    assert hint["entry_sha256"] == codec.sha256(entry) and hint["chain"][-1]["step"] == 12
+    assert hint["manifest_seq"] == 11  # the fold of step 10's compaction, put with step 11's save
 
 
 @pytest.mark.parametrize("version", [2, 3])
@@ -384,8 +390,9 @@ def test_tampered_page_is_detected(tmp_path: Any) -> None:
 def test_plain_delta_saves_write_only_their_commit_and_a_fresh_reader_still_finds_the_head(
     s3_server: S3Server, s3_url: str
 ) -> None:
-    """A plain delta save is one request, its commit entry (the hint goes with the save after a
-    snapshot, beside its fold, and with the delta 5 commits after one: the default ``hint_every``); a
+    """A plain delta save is one request, its commit entry (the snapshot's fold goes with the save after
+    it, and the hint naming that fold with the save after that, once in the default ``hint_every`` of 10
+    commits, one snapshot interval); a
     fresh reader still loads the newest checkpoint from the hint plus the commits it trails by, in two
     round trips, without reading the manifest."""
     opts = s3_server.storage_options()
@@ -398,11 +405,13 @@ def test_plain_delta_saves_write_only_their_commit_and_a_fresh_reader_still_find
         saved += grow(writer, "t", range(step, step + 1), messages)
         costs.append(s3_server.total())
         assert s3_server.requests["LIST"] == 0
-    assert costs == [1, 1, 1, 1, 2, 1, 1, 1], costs  # the commit; at seq 27 (5 after 22) with the hint
+    # the commit; at seq 23 with the hint naming seq 21's fold (put with seq 22), 10 after the last (seq 13)
+    assert costs == [2, 1, 1, 1, 1, 1, 1, 1], costs
     hint = unseal(
         fsspec.filesystem("s3", **opts).cat_file(f"{s3_url}/{layout.head_key('t')}"), "hint", kind="head hint"
     )
-    assert hint["seq"] == 27 and writer.engine.log.manifests["t"].seq == 30  # 3 plain deltas behind
+    assert hint["seq"] == 23 and writer.engine.log.manifests["t"].seq == 30  # 7 plain deltas behind
+    assert hint["manifest_seq"] == 21
     trips = RoundTrips(ca.open_store(s3_url, opts), latency=0.05)
     reader = ca.ArchiveCheckpointer(trips)
     s3_server.reset_counts()

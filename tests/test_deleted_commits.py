@@ -37,7 +37,9 @@ def delete_newest(root: Path, n: int, hint_every: int) -> tuple[bool, ca.VerifyR
     return hint["seq"] == n, reader.verify(), saved[-1]
 
 
-@pytest.mark.parametrize(("hint_every", "detected"), [(5, 2), (1, 10)])
+@pytest.mark.parametrize(
+    ("hint_every", "detected"), [(10, 1), (5, 2), (1, 10)]
+)  # 10: the default (one hint an interval)
 def test_deleting_the_newest_commit_is_detected_where_the_hint_names_it(
     tmp_path: Path, hint_every: int, detected: int
 ) -> None:

@@ -73,7 +73,7 @@ def test_a_run_of_deltas_behind_the_hint_is_read_from_the_log_in_the_hints_round
         assert trips.depth == 2 and trips.requests["list_dir"] == 0, trips.calls
 
 
-def _windows(behind: int, window: int = 5) -> int:
+def _windows(behind: int, window: int) -> int:
     """The whole windows a reader probing ``window`` commits (then ``next_window``) finds past a hint."""
     whole = 0
     while behind >= window:
@@ -81,12 +81,13 @@ def _windows(behind: int, window: int = 5) -> int:
     return whole
 
 
-@pytest.mark.parametrize("behind", [4, 5, 51])  # < 64: a thread holds at most 64 inline deltas
+@pytest.mark.parametrize("behind", [9, 10, 51])  # < 64: a thread holds at most 64 inline deltas
 def test_a_hint_further_behind_than_the_window_costs_a_round_trip_per_window_never_a_list(behind: int) -> None:
     """A writer may let the hint trail by more than readers probe at once (``hint_every`` is its choice,
     recorded nowhere): a reader that finds the whole window there probes a wider one, so it still finds
-    the head, with no LIST; a hint fewer than the reader's window behind (``Root.probe_window``, 5 by
-    default: what its own writes leave) costs a fresh reader 2 round trips."""
+    the head, with no LIST; a hint fewer than the reader's window behind (``Root.probe_window``, 10 by
+    default: what its own writes leave, ``min(hint_every, full_snapshot_interval)``) costs a fresh reader
+    2 round trips; just under, at and well past that window."""
     url = "memory://hint-behind-" + uuid7()
     archive = ca.open_archive(url, full_snapshot_interval=1000, hint_every=1000)
     saved = grow(archive, "t", range(1 + behind), [])  # the hint at seq 1 (the snapshot), then deltas
@@ -100,7 +101,8 @@ def test_a_hint_further_behind_than_the_window_costs_a_round_trip_per_window_nev
         else:
             assert [i.checkpoint_id for i in reader.list("t")] == [c.checkpoint_id for c in saved]
         assert trips.requests["list_dir"] == trips.requests["find"] == 0, trips.calls
-        assert trips.depth == 2 + _windows(behind), (read, trips.depth)  # one round trip per whole window
+        window = reader.engine.root.probe_window
+        assert window == 10 and trips.depth == 2 + _windows(behind, window), (read, trips.depth)  # one per whole window
 
 
 def fresh_load_finds_the_manifest_head(steps: list[tuple[str, int]], every: int) -> None:

@@ -521,7 +521,7 @@ def test_exit_with_the_store_failing_reports_one_line_and_does_not_hang() -> Non
     took = time.monotonic() - t0
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ckpt_archive: idle head hint not put at exit"), done.stderr
+    assert len(lines) == 1 and lines[0].startswith("ckpt_archive: owed fold or head hint not put at exit"), done.stderr
     assert took < EXIT_FLUSH_SECONDS + 15, took  # imports and the run itself, plus the bounded wait
 
 

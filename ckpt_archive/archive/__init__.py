@@ -50,8 +50,8 @@ def open_archive(
     ``hint_every``: this writer's head hint policy (recorded nowhere; readers find the latest
     checkpoint whatever it is, only their cost changes): a plain delta save writes its commit entry
     alone, the hint goes with snapshots, compactions and maintenance, and with a plain delta once the
-    newest hint is ``hint_every`` commits behind (5; 1: with every commit, which also makes the
-    deletion of a newest commit entry detectable, docs/guarantees.md).
+    newest hint is ``hint_every`` commits behind (10, one per snapshot interval; 1: with every commit,
+    which also makes the deletion of a newest commit entry detectable, docs/guarantees.md).
 
     ``hint_idle``: seconds after a plain delta save that left the hint behind at which this writer puts
     it anyway, unless it saved to the thread again meanwhile (None: never; ``ArchiveSaver.from_url``:

@@ -32,24 +32,26 @@ from ..storage import ObjectStore
 
 __all__ = ["ArchiveCheckpointer"]
 
-_IDLE_WRITERS: weakref.WeakSet[ArchiveCheckpointer] = weakref.WeakSet()
-"""Archives with a ``hint_idle`` policy that saved in this process: their pending idle hints are put at
-interpreter exit (``_flush_at_exit``). Weak: an archive dropped earlier was collected (nothing pending
-survives it but a timer that can no longer fire usefully)."""
+_WRITERS: weakref.WeakSet[ArchiveCheckpointer] = weakref.WeakSet()
+"""Archives that saved in this process and were not closed: the folds their saves' compactions still
+owe, the hints owed after them and their pending idle hints are put at interpreter exit
+(``_flush_at_exit``), whatever their ``hint_idle``. Weak: an archive dropped earlier was collected."""
 _exit_hook: list[bool] = []
 
 
 EXIT_FLUSH_SECONDS = 5.0
-"""How long interpreter exit waits for the pending idle hints of every archive together (a store that
+"""How long interpreter exit waits for the owed folds and hints of every archive together (a store that
 stopped answering must not hold the process: each request's own retry budget is longer)."""
 
 
 def _flush_at_exit() -> None:
-    """Put the idle hints still pending (a process ending within ``hint_idle`` of its last save): the next
-    cold reader then finds the head the hint names instead of probing past an older one. Best effort,
-    all archives at once within ``EXIT_FLUSH_SECONDS``: a failure is one line on stderr, never a
-    traceback at exit."""
-    archives = list(_IDLE_WRITERS)
+    """Put what every open archive still owes (``idle_hints``): the fold a save's compaction left for the
+    next save, then the hint naming it, and the idle hints pending. The next cold reader then starts
+    from the newest fold and finds the head the hint names instead of reading and probing past an
+    older one. Best effort, all archives at once within ``EXIT_FLUSH_SECONDS`` (on local disk the
+    default executor is shut by now: ``storage.sync_fs.in_thread`` then writes inline): a failure is
+    one line on stderr, never a traceback at exit."""
+    archives = list(_WRITERS)
     if not archives:
         return
 
@@ -62,16 +64,16 @@ def _flush_at_exit() -> None:
         failed = [exc]
     if failed:
         first = failed[0]
-        print(f"ckpt_archive: idle head hint not put at exit ({type(first).__name__}: {first})", file=sys.stderr)
+        print(
+            f"ckpt_archive: owed fold or head hint not put at exit ({type(first).__name__}: {first})", file=sys.stderr
+        )
 
 
-def _note_idle_writer(archive: ArchiveCheckpointer) -> None:
-    """After a save: an archive with ``hint_idle`` may hold an idle hint that must not die with the process.
-    The exit hook is registered after the first such save, so after the storage client's own exit
-    finalizers (atexit runs last-registered first): the hints go out while the client still works."""
-    if archive.engine.root.hint_idle is None:
-        return
-    _IDLE_WRITERS.add(archive)
+def _note_writer(archive: ArchiveCheckpointer) -> None:
+    """After a save: the archive may owe a fold or a hint that must not die with the process. The exit
+    hook is registered after the first save, so after the storage client's own exit finalizers (atexit
+    runs last-registered first): they go out while the client still works."""
+    _WRITERS.add(archive)
     if not _exit_hook:
         _exit_hook.append(True)
         atexit.register(_flush_at_exit)
@@ -91,7 +93,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     def __init__(self, store: ObjectStore, *, state_cache: int = 32, **settings: Unpack[Settings]) -> None:
         """``settings``: ``full_snapshot_interval`` (10), ``url``, ``gc_grace`` (a new archive's; 1 h),
-        ``encryption``, ``create``, ``hint_every`` (5), ``hint_idle`` (None), ``probe_window`` (None) (as
+        ``encryption``, ``create``, ``hint_every`` (10), ``hint_idle`` (None), ``probe_window`` (None) (as
         ``open_archive`` documents them); ``state_cache``: contents kept in memory."""
         self.engine = Engine(store, state_cache=state_cache, **settings)
 
@@ -117,7 +119,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         return self.engine.root.full_snapshot_interval
 
     def flush_hints(self) -> None:
-        """Put now the head hints ``hint_idle`` would put later, and the folds (with the hint naming each)
+        """Put now the head hints ``hint_idle`` would put later, and the folds (then the hint naming each)
         that saves' compactions left for the next save (``close`` and interpreter exit do)."""
         run_sync(self.engine.log.idle_hints())
 
@@ -129,11 +131,11 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         reader finds the current head without probing. The instance stays usable; closing is optional
         (interpreter exit does the same for the instances that saved)."""
         self.flush_hints()
-        _IDLE_WRITERS.discard(self)
+        _WRITERS.discard(self)
 
     async def aclose(self) -> None:
         await self.aflush_hints()
-        _IDLE_WRITERS.discard(self)
+        _WRITERS.discard(self)
 
     def __enter__(self) -> ArchiveCheckpointer:
         return self
@@ -147,7 +149,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
         types only, and never mutates (an integration's encoded values): serialised once for their
         digests, not checked and privately copied again (``ops.save.save(owned=True)``)."""
         cid = await run_async(save.save(self.engine, checkpoint, owned=True))
-        _note_idle_writer(self)
+        _note_writer(self)
         return cid
 
     def known_head(self, thread_id: str) -> CheckpointInfo | None:
@@ -257,7 +259,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     # -- the protocol's async core -----------------------------------------------
     async def _save(self, checkpoint: Checkpoint) -> str:
         cid = await save.save(self.engine, checkpoint)
-        _note_idle_writer(self)
+        _note_writer(self)
         return cid
 
     async def _load(self, thread_id: str) -> Checkpoint | None:

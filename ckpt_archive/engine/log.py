@@ -67,10 +67,15 @@ class ThreadLog:
         hint beside it only when that one is ``Root.hint_every`` commits behind (``hint_due``)."""
         self.owed: dict[str, int] = {}
         """Thread -> seq of a save's compaction whose fold this writer has not put yet (``Fold.NEXT_COMMIT``):
-        its next plain commit of the thread, its idle timer or ``idle_hints`` puts it."""
+        its next plain commit of the thread, its idle timer or ``idle_hints`` puts it. Cleared in one place,
+        ``_folded``, where a fold at or after it is written or read."""
+        self.hint_stale: set[str] = set()
+        """Threads whose newest fold this writer put with a save's commit and no hint names yet: the hint
+        naming it goes with the writer's next save of the thread (or its idle timer, ``idle_hints``), never
+        beside the fold itself, so no hint ever names a fold that has not landed (spec.md section 7)."""
         self._owed_head: dict[str, tuple[int, bytes]] = {}
-        """Thread (owing a fold) -> (seq, stored entry) of this writer's newest commit of it: what the hint
-        that ``idle_hints`` puts beside the owed fold names."""
+        """Thread (owing a fold or a hint) -> (seq, stored entry) of this writer's newest commit of it: what
+        the hint that ``idle_hints`` puts after the owed fold names."""
         self.found_ids: dict[str, str] = {}
         """Foreign checkpoint id -> the thread a look-up by id alone found it in (``ops.reads.find``), at
         most ``FOUND_IDS`` of them: the next look-up reads that thread, not every thread."""
@@ -105,6 +110,7 @@ class ThreadLog:
         self.manifests.pop(thread_id, None)
         self.folded_seq.pop(thread_id, None)
         self.owed.pop(thread_id, None)
+        self.hint_stale.discard(thread_id)
         self._owed_head.pop(thread_id, None)
         self._cancel_idle(thread_id)
 
@@ -235,7 +241,7 @@ class ThreadLog:
                 raise MissingObject("commit entry is missing from the log", thread_id=thread_id, key=key)
             m.apply_entry(unseal(data, f"commit {seq}", thread_id=thread_id, key=key, kind="commit entry"))
         if cache:
-            self.folded_seq[thread_id] = base_seq
+            self._folded(thread_id, base_seq, read=True)
         for seq, data in zip(ahead, probes, strict=True):
             if data is None:
                 return m
@@ -337,14 +343,15 @@ class ThreadLog:
                     compacts = any(a["action"] == A.COMPACT for a in planned.actions)
                     seq, hinted = m.seq + 1, self.hinted.get(thread_id)
                     due = routine and hint_due(seq, planned.actions, self.root.hint_every, hinted)
-                    # a save's compaction owes its fold (and the hint naming it) to the next plain commit
+                    # a save's compaction owes its fold to the next plain commit, which puts it beside its
+                    # own entry; the hint naming it goes with the save after that (``hint_stale``), once
+                    # the fold has landed: a hint beside a commit names only a fold already there
                     folds = deferred and self.owes_fold(m) and is_plain(planned.actions)
                     if deferred and compacts:
                         due = hint_lags(seq, self.root.hint_every, hinted)
-                        hint = due
-                    else:
-                        due = due or folds
-                        hint = due and not compacts  # a compaction's goes with its fold, and names it
+                    elif deferred:
+                        due = due or thread_id in self.hint_stale
+                    hint = due and (deferred or not compacts)  # compact's compaction: after its fold (_publish)
                     done = await self._attempt(m, planned, hint=hint, cache=cache, fold=folds)
                     if done is not None:
                         new, stored = done
@@ -355,19 +362,19 @@ class ThreadLog:
                             self.read_at[thread_id] = time.monotonic()
                         if deferred and compacts:
                             self.owed[thread_id] = new.seq
-                        if thread_id in self.owed:
+                        if thread_id in self.owed or thread_id in self.hint_stale:
                             self._owed_head[thread_id] = (new.seq, stored)
-                        elif not deferred:
+                        if not deferred:
                             await self._publish(
                                 new,
                                 stored,
                                 compacted=not routine or compacts,
                                 hint=not routine or (due and compacts),
-                                fold_first=fold is Fold.FIRST,
-                                with_fold=routine and compacts,
+                                fold_first=fold is not Fold.WITH_HINT,
                             )
                         self._cancel_idle(thread_id)
-                        if routine and cache and (not due or self.owes_fold(new)):  # left behind: once idle
+                        left = not due or self.owes_fold(new) or thread_id in self.hint_stale
+                        if routine and cache and left:  # left behind: once idle
                             self.hint_when_idle(new, stored)
                         return planned.result
                     attempt += 1
@@ -379,15 +386,28 @@ class ThreadLog:
 
     def owes_fold(self, m: Manifest) -> bool:
         """Does this writer owe the fold of a save's compaction that ``m`` holds (``Fold.NEXT_COMMIT``)?
-        Not once a fold at or after it was written or read (``folded_seq``)."""
+        A query: the debt is cleared where a fold at or after it is written or read (``_folded``)."""
         owed = self.owed.get(m.thread_id)
-        if owed is None:
-            return False
-        if owed <= (self.folded_seq.get(m.thread_id) or 0):  # folded since: forget it
-            del self.owed[m.thread_id]
-            self._owed_head.pop(m.thread_id, None)
-            return False
-        return owed <= m.seq
+        return owed is not None and owed <= m.seq
+
+    def _folded(self, thread_id: str, seq: int | None, *, read: bool = False) -> None:
+        """Fold ``seq`` of the thread landed (this writer put it) or was read (``read``: the one a rebuild
+        started from, None for none): the newest fold a hint may name (``folded_seq``), the one place an
+        owed fold at or before it is forgotten, and (put) a hint owed that names it (``hint_stale``)."""
+        if read:
+            self.folded_seq[thread_id] = seq
+        elif seq is not None:
+            self.folded_seq[thread_id] = max(seq, self.folded_seq.get(thread_id) or 0)
+            self.hint_stale.add(thread_id)
+        owed = self.owed.get(thread_id)
+        if owed is not None and seq is not None and owed <= seq:
+            del self.owed[thread_id]
+        self._settle(thread_id)
+
+    def _settle(self, thread_id: str) -> None:
+        """Drop the newest commit kept for ``idle_hints`` once the thread owes neither a fold nor a hint."""
+        if thread_id not in self.owed and thread_id not in self.hint_stale:
+            self._owed_head.pop(thread_id, None)
 
     def hint_when_idle(self, m: Manifest, stored: bytes) -> None:
         """Put the head hint of commit ``m.seq`` (stored as ``stored``) ``Root.hint_idle`` seconds from
@@ -417,9 +437,9 @@ class ThreadLog:
             current = self.manifests.get(m.thread_id)
             if current is None or current.seq != m.seq:
                 return
-            if self.owes_fold(current):  # a save's compaction left its fold: it goes now, the hint naming it
-                await self._publish(current, stored, compacted=True, hint=True, fold_first=False, with_fold=True)
-            elif self.hinted.get(m.thread_id, -1) < m.seq:
+            if self.owes_fold(current):  # a save's compaction left its fold: it goes now, then the hint naming it
+                await self._publish(current, stored, compacted=True, hint=True, fold_first=True)
+            elif self.hinted.get(m.thread_id, -1) < m.seq or m.thread_id in self.hint_stale:
                 await self._put_hint(m, stored)
 
     async def settle(self, thread_id: str) -> None:
@@ -430,20 +450,20 @@ class ThreadLog:
 
     async def idle_hints(self) -> None:
         """Put every pending idle hint now (``hint_when_idle``), and every fold a save's compaction left
-        owed (``Fold.NEXT_COMMIT``) with the hint naming it: before a process ends, or in a test."""
+        owed (``Fold.NEXT_COMMIT``), then the hint naming it (or the hint owed for a fold put with a
+        save: ``hint_stale``): at ``close``, before a process ends, or in a test."""
         for timer, m, stored in list(self._idle.values()):
             timer.cancel()
             self._idle_due(m, stored)
         await asyncio.gather(*list(self._idle_puts))
-        for thread_id in list(self.owed):
+        for thread_id in [*self.owed, *(t for t in self.hint_stale if t not in self.owed)]:
             async with self.lock(thread_id):
                 current, head = self.manifests.get(thread_id), self._owed_head.get(thread_id)
-                if current is None or head is None or not self.owes_fold(current):
+                if current is None or head is None:
                     continue
-                seq, entry = head
-                hint = seq == current.seq
-                await self._publish(current, entry, compacted=True, hint=hint, fold_first=False, with_fold=True)
-                self.owes_fold(current)  # forgets it once folded
+                folds, (seq, entry) = self.owes_fold(current), head
+                hint = seq == current.seq and (folds or thread_id in self.hint_stale)
+                await self._publish(current, entry, compacted=folds, hint=hint, fold_first=True)
 
     async def _attempt(
         self, m: Manifest, planned: Plan[Any], *, hint: bool, cache: bool, fold: bool = False
@@ -452,8 +472,9 @@ class ThreadLog:
 
         ``hint``: a due hint goes out with the commit (one round trip, not two); readers check the
         ``entry_sha256`` it carries, so one whose commit lost the race is ignored. ``fold``: the fold of
-        ``m`` (seq ``m.seq``, landed: true whoever wins this commit) goes out with it too, and the hint
-        names it; when that fold seals a part, the part goes first and the fold after it, in this save
+        ``m`` (seq ``m.seq``, landed: true whoever wins this commit) goes out with it too; a hint beside
+        it names the fold before (the one that has landed), the next save's names this one
+        (``hint_stale``); when that fold seals a part, the part goes first and the fold after it, in this save
         (a part left for a later save would be collectable by gc until then). The new manifest carries
         the parts sealed."""
         thread_id = m.thread_id
@@ -466,7 +487,7 @@ class ThreadLog:
         await self.root.check(create=True)  # the first commit creates the archive marker
         new = m.copy()
         new.apply_entry(doc)
-        folding, beside, names = None, [], None
+        folding, beside = None, []
         if fold:
             folded = m.copy()  # sealed on a copy: ``m`` and ``new`` keep the parts the newest fold names
             with contextlib.suppress(StateTooLarge):  # a fold over its bound is not written: readers fold the log
@@ -475,9 +496,9 @@ class ThreadLog:
             folded, (objects, data, before) = folding
             # the parts it seals, then the fold, in this save: a part left for a later save's fold would be
             # an unreferenced object until then, and gc (its grace passed, or ``grace=0``) collects it
-            beside, names = [self._write_fold(folded, objects, data, before)], folded.seq
+            beside = [self._write_fold(folded, objects, data, before)]
         try:
-            landed, results = await self._put_commit(new, stored, hint=hint, beside=beside, names=names)
+            landed, results = await self._put_commit(new, stored, hint=hint, beside=beside)
         except CommitOutcomeUnknown:
             # the next save re-reads the log first (as after a long pause, keeping the known head): a
             # re-save of this checkpoint then finds it, before writing anything
@@ -496,10 +517,9 @@ class ThreadLog:
         *,
         hint: bool,
         beside: Sequence[Awaitable[None]] = (),
-        names: int | None = None,
     ) -> tuple[bool, list[Any]]:
-        """Create commit ``new.seq`` (put-if-absent of ``stored``), with the head hint (naming fold
-        ``names``, default the newest known) put at the same time when ``hint``, and the best-effort
+        """Create commit ``new.seq`` (put-if-absent of ``stored``), with the head hint (naming the newest
+        fold landed before it: never one of ``beside``) put at the same time when ``hint``, and the best-effort
         writes ``beside`` (a fold or a part: their results, an exception for a failed one, are
         returned with whether the commit landed). A hint whose commit loses the race names an entry
         that is not the one at its ``seq``: readers check ``entry_sha256`` and ignore it (spec.md
@@ -507,7 +527,7 @@ class ThreadLog:
 
         A failure that may have come after the entry landed (a lost reply, retries used up) raises
         ``CommitOutcomeUnknown``; only a refusal (full, read-only, denied, no bucket) is definite."""
-        others = [*beside, *([self._put_hint(new, stored, fold=names)] if hint else [])]
+        others = [*beside, *([self._put_hint(new, stored)] if hint else [])]
         if not others:
             return await self._create_commit(new, stored), []
         pending = asyncio.ensure_future(asyncio.gather(*others, return_exceptions=True))
@@ -530,45 +550,39 @@ class ThreadLog:
                 "save the same checkpoint again to find out (a re-save, like a re-run of maintenance, is idempotent)"
             ) from exc
 
-    async def _put_hint(self, m: Manifest, stored: bytes, *, fold: int | None = None) -> None:
-        """Best effort: a hint that failed only costs readers a few more reads (they probe past it).
-        ``fold``: the fold it names (default: the newest this writer wrote or read)."""
-        names = fold if fold is not None else self.folded_seq.get(m.thread_id)
+    def _put_hint(self, m: Manifest, stored: bytes) -> Awaitable[None]:
+        """Put the head hint of commit ``m.seq``, naming the newest fold that has landed (or was read) as
+        of this call: never a fold still being written beside it (spec.md section 7). Best effort: a hint
+        that failed only costs readers a few more reads (they probe past it)."""
+        return self._put_hint_naming(m, stored, self.folded_seq.get(m.thread_id))
+
+    async def _put_hint_naming(self, m: Manifest, stored: bytes, names: int | None) -> None:
         with contextlib.suppress(Exception):  # not a crash or cancellation (BaseException)
             await self.store.put(layout.head_key(m.thread_id), m.hint(names, stored))
             self.hinted[m.thread_id] = m.seq
+            if names == self.folded_seq.get(m.thread_id):  # it names the newest fold: none owed any more
+                self.hint_stale.discard(m.thread_id)
+                self._settle(m.thread_id)
 
-    async def _publish(
-        self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool, fold_first: bool, with_fold: bool = False
-    ) -> None:
+    async def _publish(self, m: Manifest, entry: bytes, *, compacted: bool, hint: bool, fold_first: bool) -> None:
         """After commit ``m.seq`` (stored as ``entry``): rewrite the hint unless ``hint`` is False (it
         went with the commit, or ``hint_due`` said a plain delta need not write it); after a compaction
-        also fold the manifest. ``fold_first`` (maintenance, where latency does not matter): the hint
-        then names the new fold, so a gc run right after can collect the log before it. ``with_fold``
-        (a save's or ``compact``'s compaction): the hint is put at the same time as the fold and names
-        it (one round trip, not two; a hint naming a fold whose write failed costs readers the LIST of
-        the recovery path, and gc keeps the log from the newest fold it lists)."""
+        also fold the manifest. ``fold_first`` (maintenance, ``compact``, the idle timer, ``idle_hints``):
+        the fold, then the hint naming it, so no reader is sent to a fold not there yet and a gc run
+        right after can collect the log before it. Otherwise (gc's purge) both at once, the hint naming
+        the fold before (landed); the writer's next save names the new one (``hint_stale``)."""
         # The commit already landed: a failed hint, part or fold only costs readers a few more
         # reads (they probe past the hint and rebuild from the log), so none of it is an error.
         if not (hint or compacted):
             return
-        results: list[Any] = []
-        if compacted and fold_first:
-            results += await asyncio.gather(self._fold(m), return_exceptions=True)
-        tasks: list[Any] = []
-        prepared = None
-        if compacted and not fold_first:
-            with contextlib.suppress(StateTooLarge):  # a fold over its bound is not written: readers fold the log
-                prepared = self._prepare_fold(m)
-            if prepared is not None:
-                tasks.append(self._write_fold(m, *prepared))
-        if hint:  # it names the newest fold written so far (as of now), or (with_fold) the one being written
-            names = m.seq if with_fold and prepared is not None else self.folded_seq.get(m.thread_id)
-            tasks.insert(0, self._put_hint(m, entry, fold=names))
-        results += await asyncio.gather(*tasks, return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException) and not isinstance(result, Exception):
-                raise result  # a crash/cancellation is not swallowed
+        if fold_first:
+            results = await asyncio.gather(*([self._fold(m)] if compacted else []), return_exceptions=True)
+            if hint:  # called now: it names the fold just put, if it landed
+                results += await asyncio.gather(self._put_hint(m, entry), return_exceptions=True)
+        else:
+            both = [*([self._fold(m)] if compacted else []), *([self._put_hint(m, entry)] if hint else [])]
+            results = await asyncio.gather(*both, return_exceptions=True)
+        _reraise(list(results))
 
     def _prepare_fold(self, m: Manifest) -> tuple[list[tuple[str, bytes]], bytes, tuple[Any, ...]]:
         """Seal the parts and build the folded manifest, with ``m``'s parts as they were before (to put
@@ -603,7 +617,7 @@ class ThreadLog:
     async def _put_fold(self, m: Manifest, folded: bytes) -> None:
         """Put the folded manifest of ``m`` (its parts already written); readers may start from it."""
         await self.store.put(layout.manifest_key(m.thread_id, m.seq), folded)
-        self.folded_seq[m.thread_id] = max(m.seq, self.folded_seq.get(m.thread_id) or 0)
+        self._folded(m.thread_id, m.seq)
 
 
 def _reraise(results: list[Any]) -> None:

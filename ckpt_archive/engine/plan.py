@@ -41,13 +41,15 @@ class Fold(enum.Enum):
 
     IF_COMPACTED = "if-compacted"
     """``compact``: the hint when ``hint_due`` (beside the commit), and a fold of the manifest after a
-    compaction, the hint beside it naming it."""
+    compaction, then the hint naming it."""
     NEXT_COMMIT = "next-commit"
     """A save: the hint when ``hint_due`` (beside the commit); a compaction publishes nothing more (its
     hint only when it lags: ``hint_lags``) and owes its fold, which the writer's next plain commit of the
     thread puts beside its own entry (the fold of the manifest it was planned against, a sealed part
-    first) with the hint naming it, or its idle timer (``Root.hint_idle``). So no save writes a
-    snapshot, a segment, a fold, a hint and a part at once (issue 20's worst save: at most 4 requests)."""
+    first), or its idle timer (``Root.hint_idle``), ``close`` or the exit hook; the hint naming that fold
+    goes with the save after (``ThreadLog.hint_stale``), once the fold has landed, or after it from the
+    timer, ``close`` and the exit hook. So no save writes a snapshot, a segment, a fold, a hint and a
+    part at once (issue 20's worst save: at most 4 requests), and no hint names a fold not there yet."""
     FIRST = "first"
     """Maintenance: the fold, then the hint that names it, so the log before it is collectable at once."""
     WITH_HINT = "with-hint"
@@ -80,8 +82,8 @@ class CommitPolicy:
 
 SAVE = CommitPolicy("save", None, backoff=False, fold=Fold.NEXT_COMMIT)
 """A save retries at once (its planner raises ``CheckpointConflict`` when the head moved) and writes
-the hint beside the commit when due (``hint_due``); a compaction's fold (and the hint naming it) goes
-beside the next plain commit (``Fold.NEXT_COMMIT``)."""
+the hint beside the commit when due (``hint_due``); a compaction's fold goes beside the next plain
+commit, the hint naming it with the one after (``Fold.NEXT_COMMIT``)."""
 COMPACT = CommitPolicy(
     "compact", 16, backoff=True, fold=Fold.IF_COMPACTED, gave_up="thread {thread!r} changed while compacting; try again"
 )

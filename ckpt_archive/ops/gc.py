@@ -122,9 +122,10 @@ async def _thread_gc(
     folds = {k: entry[1] for k in logs if (entry := layout.log_name(posixpath.basename(k))) and entry[0] == "fold"}
     folded = list(folds.values())
     in_use = [s for s in folded if s <= m.seq]
-    keep_from = min(
-        [max(in_use, default=0), *([int(hint["manifest_seq"])] if hint and hint.get("manifest_seq") else [])]
-    )
+    # a hint sends readers to the fold it names, or (naming none) to commit 1: while it names none, the
+    # whole log stays (a save's fold is named by the hint of the save after it: spec.md section 7)
+    named = [int(hint["manifest_seq"] or 0)] if hint else []
+    keep_from = min([max(in_use, default=0), *named])
     lost = await engine.log.lost_commits(thread_id, logs, m.records)
     for exc in lost:  # the only copy of a save no reader sees: kept, and reported
         report.errors.append(f"thread {thread_id!r}: kept {exc.key!r}: {exc}")

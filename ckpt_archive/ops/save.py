@@ -15,8 +15,9 @@ Save protocol (docs/format/spec.md has the normative version):
 3. a plain delta save is then done: one object, in one round trip. The head hint goes with it only
    once the newest hint is ``hint_every`` commits behind (``hint_due``; docs/design/005-head-hint.md),
    at the same time as the commit (best effort; readers probe past it anyway, and check that the
-   entry it names is the one committed). After a compaction the manifest is folded once the commit
-   has landed, and the hint naming that fold is put with it.
+   entry it names is the one committed). A save's compaction owes its fold to the writer's next
+   save, which puts it beside its commit; the hint naming that fold goes with the save after, once
+   the fold has landed (``Fold.NEXT_COMMIT``).
 """
 
 from __future__ import annotations

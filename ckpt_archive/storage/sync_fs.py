@@ -28,7 +28,14 @@ class Runner(Protocol):
 
 
 async def in_thread(fn: Callable[..., T], /, *args: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    """``fn(*args)`` in the default executor, or inline once that is shut: at interpreter exit the
+    executors refuse new jobs before atexit hooks run, and the exit hook's folds and hints
+    (``archive.checkpointer._flush_at_exit``) must still reach local disk."""
+    try:
+        future = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown": nothing to wait beside
+        return fn(*args)
+    return await future
 
 
 async def inline(fn: Callable[..., T], /, *args: Any) -> T:

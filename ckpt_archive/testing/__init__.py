@@ -484,3 +484,19 @@ class FaultProxy:
         if self._server is not None:
             self._server.shutdown()
             self._server = None
+
+
+def count_calls(obj: Any, names: Iterable[str]) -> Counter[str]:
+    """Count the calls of ``obj``'s methods ``names`` from now on (the instance's attribute wraps the
+    bound method): how many durable saver calls (``put``, ``put_writes``) a run made, so a test and a
+    benchmark divide the requests they count by the same number."""
+    calls: Counter[str] = Counter()
+    for name in names:
+        real = getattr(obj, name)
+
+        def counted(*args: Any, _real: Callable[..., Any] = real, _name: str = name, **kwargs: Any) -> Any:
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        setattr(obj, name, counted)
+    return calls
