@@ -609,7 +609,8 @@ def test_get_tuple_on_local_disk_reads_in_one_executor_job(tmp_path: Path) -> No
 
 def test_batched_calls_each_get_their_own_result_or_error() -> None:
     """``Batched``: the calls of one turn share a job, each answered with its own result or exception;
-    calls made later go in a job of their own."""
+    calls made later go in a job of their own; a caller cancelled before its batch ran takes no answer
+    from it and leaves the others theirs."""
     import asyncio
 
     from ckpt_archive.storage.sync_fs import Batched
@@ -635,3 +636,13 @@ def test_batched_calls_each_get_their_own_result_or_error() -> None:
     got = asyncio.run(main())
     assert got[0] == 3 and isinstance(got[1], FileNotFoundError) and got[2:] == ["7", 2]
     assert submitted == [3, 1]
+
+    async def one_cancelled() -> tuple[bool, Any]:  # a caller gone before its batch ran: the others answered
+        gone, kept = asyncio.ensure_future(batched(len, "abc")), asyncio.ensure_future(batched(str, 5))
+        await asyncio.sleep(0)
+        gone.cancel()
+        answer = await kept
+        return gone.cancelled(), answer
+
+    cancelled, kept = asyncio.run(one_cancelled())
+    assert cancelled and kept == "5" and submitted == [3, 1, 2]
