@@ -23,6 +23,15 @@ CAP_MB = 1536
 """The child's address space: a clean read of the test archives peaks near 150 MB resident (pyarrow
 and zstd reserve more address space than they touch, so this is not a resident-memory bound)."""
 
+RESERVATIONS = {"MIMALLOC_ARENA_RESERVE": "64MiB", "MALLOC_ARENA_MAX": "2"}
+"""Address space the allocators reserve ahead, held small in the child: pyarrow's mimalloc reserves a
+1 GiB arena when a thread first allocates, if the cap leaves that much (it falls back to less when it
+does not), and glibc a 64 MiB heap per thread arena. So how much of the cap is left for what runs later
+depended on how many threads had started before the first Arrow read (a reader of local disk making
+fewer executor jobs left room for the 1 GiB arena), and when none was left, Arrow failed to start its
+scan threads and waited on them for ever (``to_table`` of the dataset: a hang, not a MemoryError). In
+64 MiB steps and two heaps, the peak is near 1 GB whatever the thread count, well under the cap."""
+
 _PRELUDE = """
 import json, resource, sys
 cap = int(sys.argv[1]) << 20
@@ -59,7 +68,7 @@ os._exit(0)
 def run_capped(snippet: str, args: Any, *, cap_mb: int = CAP_MB, timeout: float = 300) -> dict[str, Any]:
     """Run ``snippet`` (which reads ``args`` and records outcomes with ``attempt``) in a fresh process
     capped at ``cap_mb`` of address space; its ``out`` dict, with ``peak_mb`` added."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, **RESERVATIONS, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     code = _PRELUDE + snippet + _EPILOGUE
     done = subprocess.run(
         [sys.executable, "-c", code, str(cap_mb), json.dumps(args)],

@@ -570,3 +570,79 @@ def test_get_tuple_of_the_head_validates_only_the_messages_it_has_not_met(
     again = saver.get_tuple(_config("t"))
     assert again is not None and again.checkpoint["channel_values"]["messages"] == messages
     assert validated == [f"m{n}"], len(validated)
+
+
+def test_get_tuple_on_local_disk_reads_in_one_executor_job(tmp_path: Path) -> None:
+    """On local disk each blocking call was a job on the thread pool that the event loop waits on and is
+    woken from: a warm ``get_tuple`` of the head made two at once (the probe of the next commit, the
+    LIST of the head's writes). The reads and listings one turn of the loop asks for now go as one
+    job (``sync_fs.Batched``): 1 job (before 2), 2 with pending writes (the objects are read once
+    listed; before 3); writes keep a job each. Counted at the real store's runners, the tuples
+    whole."""
+    store = ca.open_store(str(tmp_path))
+    files: Any = store._files  # type: ignore[attr-defined]
+    jobs: list[list[str]] = []
+    run, submit = files.run, files.read.submit
+
+    async def counting_run(fn: Any, /, *args: Any) -> Any:
+        jobs.append([fn.__name__])
+        return await run(fn, *args)
+
+    async def counting_submit(fn: Any, calls: Any) -> Any:
+        jobs.append([getattr(f, "__name__", "?") for f, _ in calls])
+        return await submit(fn, calls)
+
+    files.run, files.read.submit = counting_run, counting_submit
+    saver = ArchiveSaver(ca.ArchiveCheckpointer(store, hint_every=SAVER_HINT_EVERY, hint_idle=600))
+    last = _grow(saver, "t", 5)
+    jobs.clear()
+    got = saver.get_tuple(_config("t"))
+    assert got is not None and got.config == last and got.pending_writes == []
+    assert len(jobs) == 1 and len(jobs[0]) == 2, jobs  # the probe and the LIST, together
+    saver.put_writes(last, [("note", "pending")], "task-1", "p")
+    fresh = ArchiveSaver(saver.archive)  # the archive's manifest cached, no write objects known
+    jobs.clear()
+    got = fresh.get_tuple(_config("t"))
+    assert got is not None and got.pending_writes == [("task-1", "note", "pending")]
+    assert len(jobs) == 2 and len(jobs[0]) == 2, jobs
+
+
+def test_batched_calls_each_get_their_own_result_or_error() -> None:
+    """``Batched``: the calls of one turn share a job, each answered with its own result or exception;
+    calls made later go in a job of their own; a caller cancelled before its batch ran takes no answer
+    from it and leaves the others theirs."""
+    import asyncio
+
+    from ckpt_archive.storage.sync_fs import Batched
+
+    batched = Batched()
+    submitted: list[int] = []
+    real = batched.submit
+
+    async def counting(fn: Any, calls: Any) -> Any:
+        submitted.append(len(calls))
+        return await real(fn, calls)
+
+    batched.submit = counting
+
+    def fail() -> None:
+        raise FileNotFoundError("absent")
+
+    async def main() -> list[Any]:
+        together = await asyncio.gather(batched(len, "abc"), batched(fail), batched(str, 7), return_exceptions=True)
+        alone = await batched(len, "de")
+        return [*together, alone]
+
+    got = asyncio.run(main())
+    assert got[0] == 3 and isinstance(got[1], FileNotFoundError) and got[2:] == ["7", 2]
+    assert submitted == [3, 1]
+
+    async def one_cancelled() -> tuple[bool, Any]:  # a caller gone before its batch ran: the others answered
+        gone, kept = asyncio.ensure_future(batched(len, "abc")), asyncio.ensure_future(batched(str, 5))
+        await asyncio.sleep(0)
+        gone.cancel()
+        answer = await kept
+        return gone.cancelled(), answer
+
+    cancelled, kept = asyncio.run(one_cancelled())
+    assert cancelled and kept == "5" and submitted == [3, 1, 2]

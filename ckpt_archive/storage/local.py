@@ -8,7 +8,8 @@ Reads take regular files only (a symlink is followed, to a regular file): a FIFO
 nothing (0). The file is checked by ``stat`` before it is opened (a device is never opened), opened with
 ``O_NONBLOCK`` (a FIFO swapped in meanwhile cannot block) and checked again by ``fstat`` on the open
 descriptor; a file too big for its kind is refused unread by that size, and the read itself stops one
-byte past the bound (``limits.read_end``), whatever the file grew to since.
+byte past the bound (``limits.read_end``), whatever the file grew to since. So a read never blocks,
+and the reads and listings of one loop turn can share one executor job (``sync_fs.Batched``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .. import limits
 from ..errors import NotARegularFile
 from .base import Listing, ObjectStore, StoreOptions
 from .listing import listing
-from .sync_fs import SyncFs
+from .sync_fs import Batched, SyncFs
 
 
 class LocalStore(ObjectStore):
@@ -36,10 +37,10 @@ class LocalStore(ObjectStore):
 
     def __init__(self, fs: fsspec.AbstractFileSystem, root: str, **options: Unpack[StoreOptions]) -> None:
         super().__init__(root, fs=fs, **options)
-        self._files = SyncFs(fs)
+        self._files = SyncFs(fs, read=Batched())  # the reads of one loop turn: one executor job
 
     async def _get(self, key: str, kind: str | None) -> bytes:
-        return await self._files.run(_read_local, self.path(key), kind, key)
+        return await self._files.read(_read_local, self.path(key), kind, key)
 
     async def _list_dir(self, prefix: str) -> list[str]:
         return await self._files.names(self.path(prefix))
