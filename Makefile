@@ -58,6 +58,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_hint.py --steps 30 --latency-ms 20 --every 1,10 --idle 600
 	$(PY) benchmarks/bench_graph.py
 	$(PY) benchmarks/bench_langgraph.py
+	$(PY) benchmarks/bench_turn.py
 	$(PY) benchmarks/bench_postgres.py
 	$(PY) benchmarks/bench_prune.py
 	$(PY) benchmarks/bench_bytes.py

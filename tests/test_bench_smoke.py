@@ -208,3 +208,19 @@ def test_durable_call_benchmark_smoke(tmp_path: Path) -> None:
     assert data["by_kind"]["commit entry"] == data["put"]  # one commit entry per put, nothing else per plain put
     assert data["by_kind"]["langgraph writes"] == data["put_writes"]  # one object per put_writes call
     assert data["puts_with_idle_hint"] == sum(data["by_kind"].values())
+
+
+@pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
+def test_turn_benchmark_smoke(tmp_path: Path) -> None:
+    """Thread-pool jobs a LangGraph turn on local disk, by saver method (bench_turn.py; issue 21): the
+    tool graph's 5 puts and 4 put_writes a turn, each at least one job; a warm get_tuple (called alone:
+    its attribution is exact) is one job, its probe and its listing batched (``sync_fs.Batched``)."""
+    cmd = [sys.executable, str(BENCH / "bench_turn.py"), "--turns", "6", "--out", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
+    data = json.loads((tmp_path / "turn_local.json").read_text())
+    by = data["by_method"]
+    assert data["measured_turns"] == 3 and data["wall_ms_per_turn"] > 0
+    assert by["put"]["calls_per_turn"] == 5 and by["put_writes"]["calls_per_turn"] == 4
+    assert by["get_tuple"] == {"calls_per_turn": 1.0, "jobs_per_turn": 1.0}
+    assert data["jobs_per_turn"] >= 5 + 4 + 1  # each put and put_writes writes at least one file
