@@ -104,3 +104,20 @@ def archive_url(request: pytest.FixtureRequest, tmp_path: Any) -> Callable[..., 
 def open_backend(make: Callable[..., tuple[str, dict[str, Any]]], backend: str, **kw: Any) -> ca.ArchiveCheckpointer:
     url, opts = make(backend)
     return ca.open_archive(url, storage_options=opts, **kw)
+
+
+@pytest.fixture
+def validated_messages(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the LangChain messages the saver validates from now on (``values.decode_message``,
+    the one place a stored message becomes an object), in order: what the memo tests count."""
+    from ckpt_archive.integrations.langgraph import values
+
+    seen: list[str] = []
+    real = values.decode_message
+
+    def counting(cell: dict[str, Any], where: str) -> Any:
+        seen.append(str(cell.get("id")))
+        return real(cell, where)
+
+    monkeypatch.setattr(values, "decode_message", counting)
+    return seen

@@ -527,7 +527,7 @@ def test_exit_with_the_store_failing_reports_one_line_and_does_not_hang() -> Non
 
 @pytest.mark.parametrize("n", [10, 120])
 def test_get_tuple_of_the_head_validates_only_the_messages_it_has_not_met(
-    monkeypatch: pytest.MonkeyPatch, n: int
+    request: pytest.FixtureRequest, n: int
 ) -> None:
     """A LangGraph turn starts with ``get_tuple`` of the head, whose state holds every message so far:
     it goes through the saver's message memo (``SerdeCodec.messages``, as ``list()`` does), so after one
@@ -551,14 +551,7 @@ def test_get_tuple_of_the_head_validates_only_the_messages_it_has_not_met(
         step(i)
     first = saver.get_tuple(_config("t"))
     assert first is not None and len(first.checkpoint["channel_values"]["messages"]) == n
-    validated: list[str] = []
-    real = V.decode_message
-
-    def counting(cell: dict[str, Any], where: str) -> Any:
-        validated.append(str(cell.get("id")))
-        return real(cell, where)
-
-    monkeypatch.setattr(V, "decode_message", counting)
+    validated = request.getfixturevalue("validated_messages")  # from here on
     step(n)
     got = saver.get_tuple(_config("t"))
     assert validated == [f"m{n}"], len(validated)

@@ -82,23 +82,14 @@ def test_list_all_from_a_fresh_saver_decodes_one_snapshot_per_window(monkeypatch
     assert counted.n <= windows
 
 
-def test_list_validates_each_message_once_and_hands_out_unshared_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_validates_each_message_once_and_hands_out_unshared_copies(request: pytest.FixtureRequest) -> None:
     """A fresh saver's ``list()`` of a thread whose every checkpoint holds the messages so far validates
     each distinct message once (before: twice, the second sight validated again to keep a copy), and
     every listed message is its own object: changing one changes no other checkpoint's."""
-    from ckpt_archive.integrations.langgraph import values as V
-
     url = "memory://lg-reads-validations"
     n = 30
     _chat(ArchiveSaver.from_url(url), "t", n)
-    validated: list[str] = []
-    real = V.decode_message
-
-    def counting(cell: dict[str, Any], where: str) -> Any:
-        validated.append(str(cell.get("id")))
-        return real(cell, where)
-
-    monkeypatch.setattr(V, "decode_message", counting)
+    validated = request.getfixturevalue("validated_messages")  # from here on
     got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
     assert sorted(validated) == sorted(f"m{i}" for i in range(n))
     firsts = [t.checkpoint["channel_values"]["messages"][0] for t in got]
