@@ -35,7 +35,11 @@ __all__ = ["ArchiveCheckpointer"]
 _WRITERS: weakref.WeakSet[ArchiveCheckpointer] = weakref.WeakSet()
 """Archives that saved in this process and were not closed: the folds their saves' compactions still
 owe, the hints owed after them and their pending idle hints are put at interpreter exit
-(``_flush_at_exit``), whatever their ``hint_idle``. Weak: an archive dropped earlier was collected."""
+(``_flush_at_exit``), whatever their ``hint_idle``. Weak, so that an unclosed archive does not live on
+with its caches: one dropped before exit (a local of a function that returned) is collected, and what
+it still owed is never put. Nothing committed is lost: readers fold the log from the older fold, and
+the next compaction of the thread writes a newer one; until then gc keeps the thread's log from the
+fold its hint names (``close`` puts it: a writer that stops should close)."""
 _exit_hook: list[bool] = []
 
 
@@ -128,8 +132,9 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
 
     def close(self) -> None:
         """Done saving with this instance: put the idle hints it still owes (``flush_hints``), so a cold
-        reader finds the current head without probing. The instance stays usable; closing is optional
-        (interpreter exit does the same for the instances that saved)."""
+        reader finds the current head without probing. The instance stays usable. Interpreter exit does
+        the same for the instances that saved and are still alive then, not for one dropped before
+        (``_WRITERS``): close a writer you are done with."""
         self.flush_hints()
         _WRITERS.discard(self)
 

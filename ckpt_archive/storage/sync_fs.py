@@ -124,7 +124,8 @@ _running: set[asyncio.Task[None]] = set()
 
 class SyncFs:
     """``fs``'s calls on full paths (the store maps keys to paths), each made by ``run`` (reads and
-    listings by ``read``, ``run`` unless told)."""
+    one-folder listings by ``read``, ``run`` unless told; a recursive ``find`` keeps ``run``: no read
+    batched with it waits behind a whole tree)."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem, run: Runner = in_thread, read: Runner | None = None) -> None:
         self.fs = fs
@@ -139,7 +140,7 @@ class SyncFs:
         return names(path, await self.read(lambda: self.fs.ls(path, detail=False)))
 
     async def find(self, path: str, root: str) -> Listing:
-        return listing(root, await self.read(lambda: self.fs.find(path, detail=True)))
+        return listing(root, await self.run(lambda: self.fs.find(path, detail=True)))  # a whole tree: its own job
 
     async def pipe(self, path: str, data: bytes) -> None:
         await self.run(self.fs.pipe_file, path, data)
