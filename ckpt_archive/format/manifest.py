@@ -327,7 +327,7 @@ class Manifest:
             }
         )
         limits.check_written("head hint", raw, f"head hint of thread {self.thread_id!r}")
-        return codec.compress(raw, "head hint")
+        return codec.compress(raw, "head hint", hot=True)  # rewritten every few saves: codec.HOT_LEVEL
 
     def _with_ops(self, record: Record) -> Record:
         if record["ref"]["type"] == "inline":
