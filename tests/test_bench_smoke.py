@@ -188,13 +188,17 @@ def test_bytes_benchmark_accounts_for_every_byte(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
 def test_history_benchmark_smoke(tmp_path: Path) -> None:
-    """Requests per ``get_delta_channel_history`` call, counted at a moto server (bench_history.py; issue 21)."""
-    cmd = [sys.executable, str(BENCH / "bench_history.py"), "--turns", "4", "--out", str(tmp_path)]
+    """Requests per ``get_delta_channel_history`` call, counted at a moto server (bench_history.py; issue 21),
+    and a newly opened saver's by the distance to the seed, while the writer is busy and once idle."""
+    cmd = [sys.executable, str(BENCH / "bench_history.py"), "--turns", "4", "--cold-at", "3", "--out", str(tmp_path)]
     env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
-    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env).stdout
     data = json.loads((tmp_path / "history.json").read_text())
     assert data["turns"] == 4 and len(data["warm"]) == 3  # the first turn has no history to read
     assert data["warm_max"] <= 3 and sum(data["cold"].values()) > 0
+    (row,) = data["cold_by_distance"]
+    assert row["turn"] == 3 and row["idle"]["writes"] == 3 and row["idle"]["kinds"]["hint"] == 1
+    assert "cold after 3 turns, writer idle: 3 writes from the seed" in out
 
 
 @pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import ckpt_archive as ca
 from ckpt_archive._sync import run_sync
 from ckpt_archive.format import layout
-from ckpt_archive.format.manifest import next_window, unseal
+from ckpt_archive.format.manifest import Manifest, next_window, unseal
 from ckpt_archive.model import uuid7
 from ckpt_archive.storage import RoundTrips
 from tests.test_archive import SimulatedCrash, grow
@@ -164,8 +164,69 @@ def fresh_load_finds_the_manifest_head(steps: list[tuple[str, int]], every: int)
         else:
             run_sync(store.put(layout.head_key("t"), hints[arg % len(hints)]))
         m = run_sync(fresh(archive).engine.log.manifest("t"))
+        assert_as_from_the_log(fresh(archive), m)
         head = m.records[m.head]
         loaded = fresh(archive).load("t")
         assert loaded is not None and loaded.checkpoint_id == head["id"], (kind, arg)
         want = next(c for c in saved if c.checkpoint_id == head["id"])
         assert loaded.state == want.state and loaded.metadata == fresh(archive).load_by_id(want.checkpoint_id).metadata  # type: ignore[union-attr]
+
+
+def assert_as_from_the_log(reader: ca.ArchiveCheckpointer, m: Manifest) -> None:
+    """``m`` (read from the hint: its fold, the commits its ``appends`` stand for, the log after) holds
+    exactly what folding the log itself gives (a LIST of ``_log/``, the newest fold, every entry after)."""
+    log = run_sync(reader.engine.log._rebuild(m.thread_id, None, cache=False))
+    assert (m.seq, m.head, list(m.records.items()), m.inline, m.tombstones) == (
+        log.seq,
+        log.head,
+        list(log.records.items()),
+        log.inline,
+        log.tombstones,
+    )
+
+
+def test_a_fresh_reader_takes_the_commits_after_the_fold_from_the_hints_chain() -> None:
+    """A hint names its fold and says the commits after it each appended the next of its chain's records
+    (``appends``): a fresh reader reads the fold, the hint's own commit (its sha256 checked) and the probe
+    past it, not the entries between: a snapshot interval of them (10 here), however far the seed."""
+    url = "memory://hint-appends-" + uuid7()
+    archive = ca.open_archive(url, full_snapshot_interval=10, hint_every=1)
+    saved = grow(archive, "t", range(19), [])  # snapshots at seqs 1 and 11 (compacting), deltas after
+    archive.flush_hints()
+    hint = unseal(run_sync(archive.store.get(layout.head_key("t"))), "hint", kind="head hint")
+    fold, seq = hint["manifest_seq"], hint["seq"]
+    assert fold is not None and seq == 19 and hint["appends"] == seq - fold > 1, hint.get("appends")
+    trips = RoundTrips(ca.open_store(url), latency=0.005)
+    reader = ca.ArchiveCheckpointer(trips)
+    assert [i.checkpoint_id for i in reader.list("t")] == [c.checkpoint_id for c in saved]
+    read = {key for _, key, _ in trips.calls if "/_log/" in key}
+    between = {layout.log_key("t", s) for s in range(fold + 1, seq)}
+    assert not read & between and layout.log_key("t", seq) in read, sorted(read)
+    assert trips.requests["list_dir"] == trips.requests["find"] == 0 and trips.depth == 2, trips.calls
+    assert_as_from_the_log(reader, run_sync(reader.engine.log.manifest("t")))
+
+
+def test_a_hint_whose_commit_lost_the_race_is_not_taken_for_the_log() -> None:
+    """A hint carrying ``appends`` beside a commit that lost (another entry at its seq) says nothing of
+    the log: the reader folds the entries themselves, and finds the winner's head."""
+    url = "memory://hint-appends-lost-" + uuid7()
+    archive = ca.open_archive(url, full_snapshot_interval=10, hint_every=1)
+    saved = grow(archive, "t", range(15), [])
+    archive.flush_hints()
+    ours = run_sync(archive.store.get(layout.head_key("t")))
+    rival = ca.open_archive(url, full_snapshot_interval=10, hint_every=1000)
+    rival.load("t")
+    saved += grow(rival, "t", range(15, 16), [])  # seq 16, its hint not put
+    doc = unseal(ours, "hint", kind="head hint")
+    assert doc["appends"] > 1
+    # the loser's hint of seq 16: our manifest's, one more delta on it, whose commit never landed
+    m = run_sync(fresh(archive).engine.log.manifest("t"))
+    assert m.seq == 16
+    forged = run_sync(fresh(archive).engine.log._rebuild("t", None, cache=False))
+    forged.seq = 15
+    forged.run_from = doc["manifest_seq"]
+    run_sync(archive.store.put(layout.head_key("t"), forged.hint(doc["manifest_seq"], b"not the entry at 15")))
+    reader = fresh(archive)
+    got = run_sync(reader.engine.log.manifest("t"))
+    assert got.head == saved[-1].checkpoint_id and got.seq == 16
+    assert_as_from_the_log(reader, got)

@@ -372,3 +372,33 @@ def test_a_savers_history_walks_extend_the_lineage_they_built_last(monkeypatch: 
         config=config, channels=["messages"]
     )
     assert saver.get_delta_channel_history(config=config, channels=["messages"]) == want
+
+
+def test_a_new_savers_walk_lists_the_targets_parents_folder_not_the_thread() -> None:
+    """A newly opened saver's walk reads the objects of the ancestors with a grandchild from the states
+    that carry them, and lists only the folders of those without one (the target's parent, whose writes
+    land while the target is put), as the graph's own saver does every turn: one LIST of one folder
+    however many objects the thread holds (a recursive LIST of the thread was a request per 1,000), no
+    recursive listing; the history equals InMemorySaver's."""
+    import ckpt_archive as ca
+    from ckpt_archive.format import layout
+    from ckpt_archive.integrations.langgraph.encoding import archive_thread
+    from ckpt_archive.model import uuid7
+    from ckpt_archive.storage import RoundTrips
+
+    url = "memory://lg-history-cold-" + uuid7()
+    graph, memory = _chat(ArchiveSaver(ca.open_archive(url))), _chat(InMemorySaver())
+    for _ in range(40):
+        graph.invoke({}, _config(), durability="sync")
+        memory.invoke({}, _config(), durability="sync")
+    trips = RoundTrips(ca.open_store(url))
+    cold = ArchiveSaver(ca.ArchiveCheckpointer(trips))
+    got = cold.get_delta_channel_history(config=_config(), channels=["messages"])["messages"]
+    want = memory.checkpointer.get_delta_channel_history(config=_config(), channels=["messages"])["messages"]
+    assert [w[1:] for w in got["writes"]] == [w[1:] for w in want["writes"]] and len(got["writes"]) == 40
+    head = cold.get_tuple(_config())
+    assert head is not None and head.parent_config is not None
+    parent = head.parent_config["configurable"]["checkpoint_id"]
+    listed = [(name, key) for name, key, _ in trips.calls if name in ("list_dir", "find")]
+    assert listed[0][0] == "list_dir" and listed[0][1].endswith(layout.writes_dir(archive_thread("t", ""), parent))
+    assert trips.requests["find"] == 0 and len(listed) == 2, listed  # the walk's folder, then get_tuple's head's

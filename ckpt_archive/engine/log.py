@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Collection, Sequence
 from typing import Any, TypeVar
 
+from .. import codec
 from ..errors import (
     AccessDenied,
     BucketNotFound,
@@ -34,7 +35,16 @@ from ..errors import (
 )
 from ..format import actions as A
 from ..format import layout
-from ..format.manifest import Manifest, hint_due, hint_lags, hint_probes, is_plain, next_window, unseal
+from ..format.manifest import (
+    Manifest,
+    hint_appends,
+    hint_due,
+    hint_lags,
+    hint_probes,
+    is_plain,
+    next_window,
+    unseal,
+)
 from ..format.parts import seal_parts
 from ..format.schema import check_commit, check_hint
 from ..storage import ObjectStore
@@ -193,15 +203,19 @@ class ThreadLog:
         self, thread_id: str, hint: dict[str, Any] | None, *, cache: bool = True, relisted: bool = False
     ) -> Manifest:
         """The manifest from the hint (no LIST), or from one LIST of the log; ``relisted``: this is the
-        second listing, after a fold the first one named was collected meanwhile."""
+        second listing, after a fold the first one named was collected meanwhile. A hint's ``appends``
+        stand for the entries after its fold but its own (``hint_appends``): only that one is read, and
+        they are used once its sha256 is the hint's ``entry_sha256``."""
+        appends: list[dict[str, Any]] = []
         if hint is not None:
             base_seq, last = hint.get("manifest_seq"), int(hint["seq"])
+            appends = hint_appends(hint, thread_id)
         else:  # no usable hint: one LIST of the log (recovery path only)
             names = await self.store.list_dir(layout.log_dir(thread_id))
             commits, folded = layout.log_seqs(names)
             base_seq = max(folded) if folded else None
             last = max(commits) if commits else 0
-        start = base_seq or 0
+        start = (base_seq or 0) + len(appends)  # the log is read after the appends
         keys = [layout.log_key(thread_id, s) for s in range(start + 1, last + 1)]
         if base_seq:
             keys.insert(0, layout.manifest_key(thread_id, base_seq))
@@ -233,6 +247,11 @@ class ThreadLog:
                 m, base_seq = await self._replay_to(thread_id, base_seq, exc)
         else:
             m = Manifest(thread_id)
+        if appends and hint is not None and datas[-1] is not None and codec.sha256(datas[-1]) != hint["entry_sha256"]:
+            # the hint's commit lost the race: its chain says nothing of the log (an absent one: listed below)
+            return await self._rebuild(thread_id, {k: v for k, v in hint.items() if k != "appends"}, cache=cache)
+        for doc in appends:
+            m.apply_entry(doc)
         for seq, data in zip(range(start + 1, last + 1), datas, strict=True):
             key = layout.log_key(thread_id, seq)
             if data is None:

@@ -103,6 +103,13 @@ class Manifest:
     sealed: set[str] = field(default_factory=set)
     dirty: set[str] = field(default_factory=set)
     part_ids: list[list[str]] = field(default_factory=list)  # ids each part holds (parallel to ``parts``)
+    run_from: int | None = field(default=None, compare=False)
+    """The seq after which every commit applied is one plain ``add`` appended to the head before it
+    (None: ``seq``, as folded or empty): a hint naming a fold at or after it says so (``appends``)."""
+
+    def __post_init__(self) -> None:
+        if self.run_from is None:
+            self.run_from = self.seq
 
     def copy(self) -> Manifest:
         return Manifest(
@@ -116,6 +123,7 @@ class Manifest:
             set(self.sealed),
             set(self.dirty),
             list(self.part_ids),
+            self.run_from,
         )
 
     def _touch(self, checkpoint_id: str) -> None:
@@ -134,6 +142,9 @@ class Manifest:
                 f"commit {doc['seq']} belongs to thread {doc.get('thread_id')!r}", thread_id=self.thread_id
             )
         check_commit(doc, self.thread_id)
+        plain = _plain_delta(doc.get("actions", []))
+        if plain is None or plain["record"].get("parent") != self.head:
+            self.run_from = doc["seq"]  # not one append to the head: a hint's run starts after it
         for action in doc.get("actions", []):
             kind = action.get("action")
             if not isinstance(kind, str) or kind not in A.ACTIONS:
@@ -314,18 +325,22 @@ class Manifest:
     def hint(self, manifest_seq: int | None, entry: bytes) -> bytes:
         """The head hint after commit ``seq``, whose entry is stored as ``entry``: the hint carries its
         sha256, so a reader can tell a hint of this commit from one whose commit never landed (a writer
-        puts the hint alongside the commit, spec.md section 7)."""
+        puts the hint alongside the commit, spec.md section 7). ``appends``: the commits after the fold
+        it names are each one plain ``add`` of the chain's last records (``run_from``), so a reader takes
+        them from the chain rather than from the log (``hint_appends``)."""
         chain = self.chain(self.head) if self.head else []
-        raw = seal(
-            {
-                "type": "head",
-                "thread_id": self.thread_id,
-                "seq": self.seq,
-                "entry_sha256": codec.sha256(entry),
-                "manifest_seq": manifest_seq,
-                "chain": [self._with_ops(r) for r in chain],
-            }
-        )
+        doc = {
+            "type": "head",
+            "thread_id": self.thread_id,
+            "seq": self.seq,
+            "entry_sha256": codec.sha256(entry),
+            "manifest_seq": manifest_seq,
+            "chain": [self._with_ops(r) for r in chain],
+        }
+        run = self.seq - (manifest_seq or 0)  # commits since the fold named (or the first)
+        if 1 < run <= len(chain) and self.run_from is not None and self.run_from <= (manifest_seq or 0):
+            doc["appends"] = run  # each appended the next of the chain's last ``run`` records
+        raw = seal(doc)
         limits.check_written("head hint", raw, f"head hint of thread {self.thread_id!r}")
         return codec.compress(raw, "head hint", hot=True)  # rewritten every few saves: codec.HOT_LEVEL
 
@@ -369,6 +384,24 @@ def hint_chain(doc: dict[str, Any]) -> tuple[list[Record], dict[str, Delta]]:
             inline[rec["id"]] = rec["ops"]
         chain.append({k: v for k, v in rec.items() if k != "ops"})
     return chain, inline
+
+
+def hint_appends(doc: dict[str, Any], thread_id: str) -> list[dict[str, Any]]:
+    """The commit entries ``manifest_seq + 1 .. seq - 1`` a hint's ``appends`` stands for, rebuilt from its
+    chain (each one plain ``add`` of the next of its last ``appends`` records, as ``actions.add`` writes
+    it); none when the hint says nothing of them. Commit ``seq`` itself is read from the log: a reader
+    uses these only once that entry's sha256 is ``entry_sha256`` (the hint's writer committed it)."""
+    n, seq = doc.get("appends"), int(doc["seq"])
+    if n is None:
+        return []
+    chain = doc.get("chain", [])
+    first = seq - n + 1
+    out = []
+    for at, rec in zip(range(first, seq), chain[len(chain) - n : -1], strict=True):
+        record = {k: v for k, v in rec.items() if k != "ops"}
+        ops = rec.get("ops", []) if holds_inline(record) else None
+        out.append({"type": "commit", "thread_id": thread_id, "seq": at, "actions": [A.add(record, ops)]})
+    return out
 
 
 MAX_WINDOW = 64

@@ -264,6 +264,11 @@ def check_hint(doc: dict[str, Any], thread_id: str) -> None:
         check_record({k: v for k, v in rec.items() if k != "ops"} if isinstance(rec, dict) else rec, thread_id)
         if not isinstance(rec.get("ops", []), list):
             raise CorruptManifest("malformed head hint: ops", thread_id=thread_id)
+    appends = doc.get("appends")  # the commits after its fold, each one add of the chain's last records
+    if appends is not None and not (
+        _int(appends) and 1 < appends <= len(chain) and appends == doc["seq"] - (manifest_seq or 0)
+    ):
+        raise CorruptManifest("malformed head hint: appends", thread_id=thread_id)
 
 
 MAX_GC_GRACE_MS = 10 * 365 * 86_400_000

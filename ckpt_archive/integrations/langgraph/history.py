@@ -14,9 +14,9 @@ known before anything is read. Then, in one round trip, the parts of the states 
 read (``ArchiveCheckpointer.aparts``: the seeds' entries, and the carried writes of the states carrying
 the ancestors' writes -- their own, children's and grandchildren's, ``writes.py``), from the archive's
 part cache (keyed by record version, bounded, outliving its state cache) or built together in one walk,
-while the objects' names are read (``SaverReads.write_names``: one LIST of the thread the first time a
-saver reads it, then only the folders of the ancestors without a grandchild, such as the target's
-parent, whose writes may land during the target's put). Only the objects no state carries are read
+while the objects' names are read (``SaverReads.write_names``: the folders of the ancestors without a
+grandchild, such as the target's parent, whose writes may land during the target's put; no record may
+carry those yet, and a new saver lists no more than the graph's own). Only the objects no state carries are read
 apart, in a second round trip when there are any (kept by the archive too: ``ArchiveCheckpointer.held``). So the
 walk at the start of each turn reads the manifest probe and one folder, whatever the distance to the
 seed (spec.md section 11, "History walks", says what a saver so does not see).

@@ -263,16 +263,19 @@ class SaverReads:
     async def write_names(
         self, at: str, lg_ids: Sequence[str], recent: Sequence[str], fresh: bool = False
     ) -> dict[str, list[str]]:
-        """The write objects' names of LangGraph checkpoints ``lg_ids`` of archive thread ``at``: from
-        one recursive LIST of the thread the first time this saver reads it (or ``fresh``), kept
-        (``_memo["index"]``) and told of every object the saver writes or reads (``known_writes``);
-        after that only the folders of ``recent`` (checkpoints without a grandchild, where writes of
-        other processes land) are listed again, concurrently."""
+        """The write objects' names of LangGraph checkpoints ``lg_ids`` of archive thread ``at``: the
+        folders of ``recent`` (checkpoints without a grandchild: no record carries the writes that land
+        while their child is put) are listed, concurrently; the others' objects are those the states
+        carry and those this saver wrote or read since (``known_writes``), kept (``_memo["index"]``).
+        ``fresh``, or no ``recent`` and nothing kept: one recursive LIST of the thread instead, every
+        object of every checkpoint (a call of ``list``, the exact walk of a prune)."""
         memo = self._memo["index"]
-        if fresh or (at,) not in memo:
+        if fresh or (not recent and (at,) not in memo):
             found = await W.index_thread(self.store, at)
             remember(memo, (at,), {f: set(ns) for f, ns in found.items()}, MEMO_THREADS)
             return {x: found.get(layout.writes_dir(at, x), []) for x in lg_ids}
+        if (at,) not in memo:
+            remember(memo, (at,), {}, MEMO_THREADS)
         index = memo[(at,)]
         memo.move_to_end((at,))
         listed = await asyncio.gather(*(W.names(self.store, at, x) for x in recent))
