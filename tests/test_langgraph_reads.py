@@ -82,6 +82,28 @@ def test_list_all_from_a_fresh_saver_decodes_one_snapshot_per_window(monkeypatch
     assert counted.n <= windows
 
 
+@pytest.mark.parametrize("n", [20, 90])
+def test_list_reads_each_records_langgraph_ids_once(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """A listing asks each record's LangGraph ids many times (its children, grandchildren, objects, tuple:
+    about 11 a record before); the call reads them once a record (``Reads.lg``) and lists as before."""
+    from ckpt_archive.integrations.langgraph import reading
+
+    url = f"memory://lg-reads-ids-{n}"
+    _chat(ArchiveSaver.from_url(url), "t", n)
+    want = [t.checkpoint["id"] for t in ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}})]
+    reads: list[str] = []
+    real = reading.lg_ids
+
+    def counting(info: Any) -> tuple[str, str | None]:
+        reads.append(info.checkpoint_id)
+        return real(info)
+
+    monkeypatch.setattr(reading, "lg_ids", counting)
+    got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
+    assert [t.checkpoint["id"] for t in got] == want and len(want) == n
+    assert len(reads) == len(set(reads)) == n
+
+
 def test_list_validates_each_message_once_and_hands_out_unshared_copies(request: pytest.FixtureRequest) -> None:
     """A fresh saver's ``list()`` of a thread whose every checkpoint holds the messages so far validates
     each distinct message once (before: twice, the second sight validated again to keep a copy), and
