@@ -320,7 +320,7 @@ class SerdeCodec:
             # met again: a copy of each element kept, which later meetings copy
             held = None
             if again and all(type(v) in _SHARED or isinstance(v, BaseMessage) for v in out):
-                held = [V.fresh_copy(v) if isinstance(v, BaseMessage) else v for v in out]
+                held = [_private(memo, c, v) for c, v in zip(cells, out, strict=True)]
             if len(memo) >= 2 * self.MESSAGES_LIMIT:
                 memo.clear()
             _enter(memo, key, cells, held)
@@ -341,6 +341,15 @@ def _enter(memo: dict[Any, Any], key: Any, obj: Any, value: Any) -> None:
     ``obj`` is alive there (``_met``)."""
     memo[key] = value
     memo.setdefault(_KEPT, {})[id(obj)] = obj
+
+
+def _private(memo: dict[Any, Any], cell: Any, value: Any) -> Any:
+    """What a memo's list keeps of an element it hands out copies of: the message the memo keeps for
+    that cell (never handed out either: one private copy a message, not one more a list), else a copy."""
+    if not isinstance(value, BaseMessage):
+        return value
+    held = memo.get(id(cell)) if _met(memo, cell) else None
+    return V.fresh_copy(value) if held is None else held
 
 
 def _met(memo: dict[Any, Any], obj: Any) -> bool:

@@ -195,7 +195,8 @@ class SaverReads:
         saver): the next put of its child or grandchild carries them (``carry``)."""
         index = self._memo["index"].get((at,))
         if index is not None:  # the names history walks know of (history.py): this object too
-            index.setdefault(layout.writes_dir(at, lg_id), set()).update(objects)
+            folder = layout.writes_dir(at, lg_id)
+            index[folder] = tuple(sorted({*index.get(folder, ()), *objects}))
         key = (at, lg_id)
         old_parent, held = self._writes.pop(key, (parent, {}))
         self._writes[key] = (parent if parent is not None else old_parent, {**held, **objects})
@@ -282,14 +283,15 @@ class SaverReads:
         memo = self._memo["index"]
         if fresh or (at,) not in memo:
             found = await W.index_thread(self.store, at)
-            remember(memo, (at,), {f: set(ns) for f, ns in found.items()}, MEMO_THREADS)
+            # sorted tuples, not sets: a thousand folders' names kept, none an object the gc tracks
+            remember(memo, (at,), {f: tuple(ns) for f, ns in found.items()}, MEMO_THREADS)
             return {x: found.get(layout.writes_dir(at, x), []) for x in lg_ids}
         index = memo[(at,)]
         memo.move_to_end((at,))
         listed = await asyncio.gather(*(W.names(self.store, at, x) for x in recent))
         for x, names in zip(recent, listed, strict=True):
-            index[layout.writes_dir(at, x)] = set(names)
-        return {x: sorted(index.get(layout.writes_dir(at, x), ())) for x in lg_ids}
+            index[layout.writes_dir(at, x)] = tuple(sorted(names))
+        return {x: list(index.get(layout.writes_dir(at, x), ())) for x in lg_ids}
 
     def lineage(self, at: str, m: Manifest) -> Lineage:
         """The LangGraph lineage of archive thread ``at`` as of manifest ``m``: the one the last walk of
