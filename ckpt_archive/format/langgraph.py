@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..errors import CheckpointError
@@ -130,12 +131,15 @@ class Lineage:
         self.records: list[Record] = list(m.records.values())
         self.by_lg: dict[str, Record] = {}
         self.kids: dict[str, list[Record]] = {}
+        self.ids: dict[str, tuple[str, str | None]] = {}
+        """Archive record id -> its ``record_lg_ids``, read once per record (``lg``): a walk asks them of
+        every ancestor it passes, several times, and a turn's walk passes hundreds."""
         start = len(base.records) if base is not None and self._extend(base) else 0
         self.read = len(self.records) - start
         """How many records this lineage read the LangGraph ids of (all but those it took from ``base``)."""
         copied: set[str] = set()  # the kids lists of base's this one appended to (copied first)
         for rec in self.records[start:] if start else self.records:
-            lg, parent = record_lg_ids(rec)
+            lg, parent = self.ids[rec["id"]] = record_lg_ids(rec)
             self.by_lg[lg] = rec  # a later put of the same id replaces the earlier one
             if parent is not None:  # every record, replaced ones too
                 if start and parent not in copied:
@@ -152,7 +156,7 @@ class Lineage:
         if base.thread_id != self.thread_id or n > len(self.records):
             return False
         if self.records[:n] == base.records:
-            self.by_lg, self.kids = dict(base.by_lg), dict(base.kids)
+            self.by_lg, self.kids, self.ids = dict(base.by_lg), dict(base.kids), dict(base.ids)
             return True
         moved: dict[int, Record] = {}
         for old, new in zip(base.records, self.records, strict=False):
@@ -164,7 +168,13 @@ class Lineage:
                 moved[id(old)] = new
         self.by_lg = {lg: moved.get(id(r), r) for lg, r in base.by_lg.items()}
         self.kids = {p: [moved.get(id(r), r) for r in rs] for p, rs in base.kids.items()}
+        self.ids = dict(base.ids)  # a copy keeps its record's id and metadata, so its LangGraph ids
         return True
+
+    def lg(self, rec: Record) -> tuple[str, str | None]:
+        """``record_lg_ids`` of a record of this lineage, as read when the lineage was built."""
+        got = self.ids.get(rec["id"])
+        return record_lg_ids(rec) if got is None else got
 
     def ancestors(self, cursor: str | None) -> Iterable[Record]:
         """The records from LangGraph id ``cursor`` towards the root, until the chain leaves the thread
@@ -176,15 +186,15 @@ class Lineage:
                 return
             seen.add(cursor)
             yield rec
-            cursor = record_lg_ids(rec)[1]
+            cursor = self.lg(rec)[1]
 
     def orphan(self, rec: Record) -> bool:
         """Is ``rec``'s LangGraph parent gone from the thread (a prune)? Only such a record holds ``folded``."""
-        parent = record_lg_ids(rec)[1]
+        parent = self.lg(rec)[1]
         return parent is not None and parent not in self.by_lg
 
     def grandkids(self, lg_id: str) -> list[Record]:
-        return [g for k in self.kids.get(lg_id, []) for g in self.kids.get(record_lg_ids(k)[0], [])]
+        return [g for k in self.kids.get(lg_id, []) for g in self.kids.get(self.lg(k)[0], [])]
 
     def carriers(self, lg_id: str) -> list[Record]:
         """The records whose states may carry ``lg_id``'s writes: its own, its children's, its grandchildren's."""
@@ -244,9 +254,10 @@ class Walk:
     seeds: set[tuple[str, str]]
     stops: Mapping[str, Collection[str]]
 
-    @property
+    @cached_property
     def lg_ids(self) -> list[str]:
-        return [record_lg_ids(a)[0] for a in self.span]
+        """The span's LangGraph ids, newest first."""
+        return [self.lineage.lg(a)[0] for a in self.span]
 
     def recent(self) -> list[str]:
         """The span's LangGraph ids without a grandchild: where write objects may land that no state
@@ -304,14 +315,14 @@ def plan(
     decide: set[str] = set()
     seeds: set[tuple[str, str]] = set()
     planning = set(channels)
-    for a in lineage.ancestors(record_lg_ids(lineage.by_lg[target])[1]):
+    for a in lineage.ancestors(lineage.lg(lineage.by_lg[target])[1]):
         if not planning:
             break
         span.append(a)
         known = ends(a)
         if known is None or lineage.orphan(a):
             decide.add(a["id"])  # its state says which channels it ends (values, folded)
-        stopped = planning & set(stops.get(record_lg_ids(a)[0], ()))
+        stopped = planning & set(stops.get(lineage.lg(a)[0], ()))
         seeds.update((a["id"], ch) for ch in planning & (known or set()) - stopped)
         planning -= (known or set()) | stopped
     return Walk(lineage, channels, span, decide, seeds, stops)
@@ -338,7 +349,7 @@ def scan(
     for a in walk.span:
         if not remaining:
             break
-        x = record_lg_ids(a)[0]
+        x = walk.lineage.lg(a)[0]
         for task_id, _, channel, cell, _ in reversed(merge(objects.get(x, {}))):
             if channel in remaining:
                 newest_first[channel].append((task_id, channel, cell))

@@ -32,7 +32,7 @@ import asyncio
 from collections.abc import Iterable
 
 from ...format.langgraph import History as History  # the saver's history type: its home is the walk's
-from ...format.langgraph import folds, partial, plan, record_lg_ids, scan
+from ...format.langgraph import folds, partial, plan, scan
 from ...format.manifest import Manifest
 from . import writes as W
 from .reading import SaverReads
@@ -76,7 +76,7 @@ async def collect_history(
     read: dict[str, W.Objects] = dict(zip(todo, got, strict=True))
     for x, objs in read.items():
         if objs and x in recent:  # the next put of a (grand)child carries these
-            saver.known_writes(at, x, record_lg_ids(lineage.by_lg[x])[1], objs)
+            saver.known_writes(at, x, lineage.lg(lineage.by_lg[x])[1], objs)
 
     # scan, newest first, as InMemorySaver does (format.langgraph: the one walk)
     result.update(scan(walk, remaining, states, {x: {**carried[x], **read.get(x, {})} for x in lgs}))

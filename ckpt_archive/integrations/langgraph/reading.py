@@ -54,13 +54,24 @@ class Reads:
         self.early[(at, lg_id)] = asyncio.ensure_future(W.read_folder(contents, at, lg_id))
 
     kids: dict[str, dict[str, list[CheckpointInfo]]] = field(default_factory=dict)
+    ids: dict[tuple[str, int], tuple[str, str | None]] = field(default_factory=dict)
+    """(checkpoint id, version) -> the record's LangGraph ids (``lg``): read once per call, where a
+    listing asks them of each record about 11 times (its children, grandchildren, objects, tuple)."""
+
+    def lg(self, info: CheckpointInfo) -> tuple[str, str | None]:
+        """``lg_ids`` of a record, read once per call."""
+        key = (info.checkpoint_id, info.version)
+        got = self.ids.get(key)
+        if got is None:
+            got = self.ids[key] = lg_ids(info)
+        return got
 
     def children(self, at: str) -> dict[str, list[CheckpointInfo]]:
         """LangGraph id -> the records whose LangGraph parent it is (every record, replaced ones too)."""
         if at not in self.kids:
             out: dict[str, list[CheckpointInfo]] = {}
             for info in self.infos.get(at, []):
-                parent = lg_ids(info)[1]
+                parent = self.lg(info)[1]
                 if parent is not None:
                     out.setdefault(parent, []).append(info)
             self.kids[at] = out
@@ -184,7 +195,8 @@ class SaverReads:
         saver): the next put of its child or grandchild carries them (``carry``)."""
         index = self._memo["index"].get((at,))
         if index is not None:  # the names history walks know of (history.py): this object too
-            index.setdefault(layout.writes_dir(at, lg_id), set()).update(objects)
+            folder = layout.writes_dir(at, lg_id)
+            index[folder] = tuple(sorted({*index.get(folder, ()), *objects}))
         key = (at, lg_id)
         old_parent, held = self._writes.pop(key, (parent, {}))
         self._writes[key] = (parent if parent is not None else old_parent, {**held, **objects})
@@ -272,7 +284,8 @@ class SaverReads:
         memo = self._memo["index"]
         if fresh or (not recent and (at,) not in memo):
             found = await W.index_thread(self.store, at)
-            remember(memo, (at,), {f: set(ns) for f, ns in found.items()}, MEMO_THREADS)
+            # sorted tuples, not sets: a thousand folders' names kept, none an object the gc tracks
+            remember(memo, (at,), {f: tuple(ns) for f, ns in found.items()}, MEMO_THREADS)
             return {x: found.get(layout.writes_dir(at, x), []) for x in lg_ids}
         if (at,) not in memo:
             remember(memo, (at,), {}, MEMO_THREADS)
@@ -280,8 +293,8 @@ class SaverReads:
         memo.move_to_end((at,))
         listed = await asyncio.gather(*(W.names(self.store, at, x) for x in recent))
         for x, names in zip(recent, listed, strict=True):
-            index[layout.writes_dir(at, x)] = set(names)
-        return {x: sorted(index.get(layout.writes_dir(at, x), ())) for x in lg_ids}
+            index[layout.writes_dir(at, x)] = tuple(sorted(names))
+        return {x: list(index.get(layout.writes_dir(at, x), ())) for x in lg_ids}
 
     def lineage(self, at: str, m: Manifest) -> Lineage:
         """The LangGraph lineage of archive thread ``at`` as of manifest ``m``: the one the last walk of
@@ -309,12 +322,12 @@ class SaverReads:
         the child was put). The states are built in one walk while the objects are listed; the objects
         of a checkpoint without children (nothing can carry them) are read while the states are built,
         the others' once the states say which are carried."""
-        kids = reads.children(at)
-        lg = sorted({lg_ids(i)[0] for i in infos})
-        lg_parent = {lg_ids(i)[0]: lg_ids(i)[1] for i in infos}
+        kids, ids = reads.children(at), reads.lg
+        lg_parent = dict(ids(i) for i in infos)
+        lg = sorted(lg_parent)
 
         def grandkids(x: str) -> list[CheckpointInfo]:
-            return [g for k in kids.get(x, []) for g in kids.get(lg_ids(k)[0], [])]
+            return [g for k in kids.get(x, []) for g in kids.get(ids(k)[0], [])]
 
         def carriers(x: str) -> list[str]:
             return [k.checkpoint_id for k in kids.get(x, []) + grandkids(x)]
@@ -341,7 +354,7 @@ class SaverReads:
         states, found = await asyncio.gather(self.states(at, need, m), listed())
         by_lg: dict[str, list[str]] = {}
         for info in infos:
-            by_lg.setdefault(lg_ids(info)[0], []).append(info.checkpoint_id)
+            by_lg.setdefault(ids(info)[0], []).append(info.checkpoint_id)
         objects: dict[str, W.Objects] = {}
         apart: dict[str, W.Objects] = {}  # read as objects: carried by no state
         todo: dict[str, list[str]] = {}
@@ -377,14 +390,21 @@ class SaverReads:
             states, objects = done[at]
             state = states.get(info.checkpoint_id)
             if state is not None:
-                out.append(self._tuple(at, info, state, W.merge(objects[lg_ids(info)[0]]), codec))
+                ids = reads.lg(info)
+                out.append(self._tuple(at, info, state, W.merge(objects[ids[0]]), codec, ids))
         return out
 
     def _tuple(
-        self, at: str, info: CheckpointInfo, state: dict[str, Any], entries: list[W.Entry], codec: SerdeCodec
+        self,
+        at: str,
+        info: CheckpointInfo,
+        state: dict[str, Any],
+        entries: list[W.Entry],
+        codec: SerdeCodec,
+        ids: tuple[str, str | None] | None = None,
     ) -> CheckpointTuple:
         thread_id, ns = split_thread(at)
-        lg_id, lg_parent = lg_ids(info)
+        lg_id, lg_parent = lg_ids(info) if ids is None else ids
         codec = codec.at(thread_id, ns, lg_id)
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": lg_id}},
@@ -488,7 +508,7 @@ class SaverReads:
         before_id = get_checkpoint_id(before) if before else None
         out: list[Selected] = []
         for at in ats:
-            index = by_lg_id(await self.infos(at, reads))
+            index = {reads.lg(i)[0]: i for i in await self.infos(at, reads)}  # as ``by_lg_id``
             for lg_id in sorted(index, reverse=True):
                 if limit is not None and len(out) >= limit:
                     return out
