@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,9 +102,13 @@ def is_top(info: CheckpointInfo) -> bool:
     return bool((info.metadata.get(LG_KEY) or {}).get("top"))
 
 
-def by_lg_id(infos: Sequence[CheckpointInfo]) -> dict[str, CheckpointInfo]:
-    """LangGraph id -> its record (a later put of the same id replaces the earlier one)."""
-    return {lg_ids(i)[0]: i for i in infos}
+def by_lg_id(
+    infos: Sequence[CheckpointInfo], ids: Callable[[CheckpointInfo], tuple[str, str | None]] | None = None
+) -> dict[str, CheckpointInfo]:
+    """LangGraph id -> its record (a later put of the same id replaces the earlier one); ``ids``: how a
+    record's LangGraph ids are read (``Reads.lg``, once per call), ``lg_ids`` by default."""
+    of = lg_ids if ids is None else ids
+    return {of(i)[0]: i for i in infos}
 
 
 _WINDOWS = (8, 64)
@@ -401,10 +405,11 @@ class SaverReads:
         state: dict[str, Any],
         entries: list[W.Entry],
         codec: SerdeCodec,
-        ids: tuple[str, str | None] | None = None,
+        ids: tuple[str, str | None],
     ) -> CheckpointTuple:
+        """``ids``: the record's LangGraph ids, as the caller read them (``Reads.lg``)."""
         thread_id, ns = split_thread(at)
-        lg_id, lg_parent = lg_ids(info) if ids is None else ids
+        lg_id, lg_parent = ids
         codec = codec.at(thread_id, ns, lg_id)
         return CheckpointTuple(
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": lg_id}},
@@ -452,7 +457,7 @@ class SaverReads:
                 if state is not None:
                     return await self._head_tuple(at, head, state, reads)
             infos = reads.infos[at] = self.archive.listed(m)
-            index = by_lg_id(infos)
+            index = by_lg_id(infos, reads.lg)
             info = index.get(wanted) if wanted else (index[max(index)] if index else None)
             if info is None:
                 return None
@@ -465,12 +470,12 @@ class SaverReads:
         """The tuple of a head committed as ``top``: no record is its child, so its pending writes are
         the objects under its folder (read while the manifest was, or now) and what its own state
         carries; the next put (of its child) carries them."""
-        lg, lg_parent = lg_ids(top)
+        lg, lg_parent = ids = reads.lg(top)
         if (at, lg) not in reads.early:  # the hint or the cached manifest named another head
             reads.start_writes(self.contents, at, lg)
         objects = {**await reads.early.pop((at, lg)), **W.carried(state, lg, f"thread {at!r}")}
         self.known_writes(at, lg, lg_parent, objects)
-        return self._tuple(at, top, state, W.merge(objects), self.read_codec(reads))
+        return self._tuple(at, top, state, W.merge(objects), self.read_codec(reads), ids)
 
     async def _latest_only(
         self,
@@ -508,7 +513,7 @@ class SaverReads:
         before_id = get_checkpoint_id(before) if before else None
         out: list[Selected] = []
         for at in ats:
-            index = {reads.lg(i)[0]: i for i in await self.infos(at, reads)}  # as ``by_lg_id``
+            index = by_lg_id(await self.infos(at, reads), reads.lg)
             for lg_id in sorted(index, reverse=True):
                 if limit is not None and len(out) >= limit:
                     return out
