@@ -31,7 +31,7 @@ object): measured on W1 through ``ArchiveSaver`` (docs/design/010-lean-put.md), 
 is 1,083 bytes in 20 µs at 3 against 1,042 bytes in 80 µs at 9. The head hint too: it is rewritten every
 few saves and carries its chain's inline ops, up to ~1 MB of JSON after a LangGraph ``DeltaChannel`` seed
 (35 hints of W1 through a graph: 446 ms at 9 against 11 ms at 3, for 627 KB against 715 KB, and only
-the newest is kept). Larger objects written once per snapshot or maintenance (snapshots, pages, folds,
+the newest is kept). Larger objects written once per snapshot or maintenance (snapshots, folds,
 parts) keep ``_ZSTD_LEVEL``."""
 _hot_compressor = zstandard.ZstdCompressor(level=HOT_LEVEL)
 _DICTIONARY = zstandard.ZstdCompressionDict(dictionary.TEXT, dict_type=zstandard.DICT_TYPE_RAWCONTENT)

@@ -170,6 +170,11 @@ class BrokenChain(IntegrityError):
     """A delta's chain back to its full snapshot is broken."""
 
 
+class NeedsManifest(BrokenChain):
+    """A snapshot replays lists from its ancestors' history rows, and the reader was handed no manifest
+    to find them in (the head hint holds the newest chain only): read the manifest and replay again."""
+
+
 class CorruptManifest(IntegrityError):
     """A manifest object cannot be parsed or fails its checksum."""
 

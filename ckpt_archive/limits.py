@@ -110,7 +110,7 @@ def export_member_bytes(checkpoints: int) -> int:
     return checkpoints * EXPORT_LINE_BYTES
 
 
-# decoded bytes (uncompressed document, page, snapshot; for a segment: the Parquet object itself,
+# decoded bytes (uncompressed document, snapshot; for a segment: the Parquet object itself,
 # and the uncompressed size of one row group its footer declares)
 LIMITS: dict[str, int] = {
     "archive marker": SMALL_BYTES,
@@ -119,9 +119,8 @@ LIMITS: dict[str, int] = {
     "langgraph writes": DOCUMENT_BYTES,  # one put_writes call of the LangGraph saver
     "folded manifest": DOCUMENT_BYTES,
     "manifest part": DOCUMENT_BYTES,
-    # the state and messages once, plus page tables (at most ~1.05x the lists they stand for) and ids
+    # the state and messages once (less the lists it replays), and ids
     "snapshot": 2 * STATE_BYTES + MiB,
-    "page": STATE_BYTES + MiB,
     # one string value of a state (its UTF-8 bytes): no bigger than the state that holds it
     "blob": STATE_BYTES,
     # MAX_INLINE_DELTAS deltas of at most INLINE_OPS_BYTES each, in Parquet (ids dictionary-encoded)
@@ -146,9 +145,8 @@ VALUES: dict[str, int] = {
     "head hint": MiB // 2,
     "folded manifest": 1 * MiB,
     "manifest part": 2 * MiB,  # a part of 32,768 records (level 3) holds ~1.3M
-    # the state and messages once, plus page tables and the envelope
+    # the state and messages once, and the envelope
     "snapshot": STATE_VALUES + MiB,
-    "page": STATE_VALUES + 1024,
     # the paths and values of a segment's row group, parsed one by one: the text of the thread's inline
     # deltas, at most INLINE_TOTAL_BYTES, and a count is a byte of that text (so a writer never exceeds it)
     "row group": INLINE_TOTAL_BYTES,

@@ -166,9 +166,9 @@ class PruneReport:
     Parquet segments) that no kept checkpoint needs any more: they are
     tombstoned by the prune and physically deleted by ``gc`` after the grace
     period. ``rebased`` are kept deltas that got a full snapshot of their own
-    (``bytes_written`` their size). Shared snapshot pages count as objects with
-    0 bytes here (the manifest records no page sizes); ``GcReport`` has the
-    bytes actually deleted.
+    (``bytes_written`` their size). Blobs count as objects with 0 bytes here
+    (the manifest records no blob sizes); ``GcReport`` has the bytes actually
+    deleted.
     """
 
     thread_id: str

@@ -350,40 +350,44 @@ def test_archive_marker_is_sealed(tmp_path: Any) -> None:
     assert seal(doc) == codec.dumps(doc)
 
 
-def test_long_lists_are_paged_and_each_page_stored_once(tmp_path: Any) -> None:
+def test_long_lists_are_replayed_from_history_rows_and_never_stored_in_snapshots(tmp_path: Any) -> None:
+    """A list of 32 items or more is stored once, in the history rows: a snapshot keeps ``[]`` and its
+    place, so snapshots stay the size of the small keys however long the chat grows (spec.md section 5)."""
     url = str(tmp_path / "a")
     archive = ca.open_archive(url, full_snapshot_interval=10)
     messages: list[Any] = []
     saved = []
     for step in range(100):
-        messages.append({"role": "user", "content": f"message {step}"})
+        messages.append({"role": "user", "content": f"message {step} " + "x" * 200})
         state = {"chat": {"messages": list(messages), "meta": {"n": step}}, "short": [1, 2]}
         ckpt = ca.Checkpoint.new("t", state, step=step)
         archive.save(ckpt)
         saved.append(ckpt)
     fs = fsspec.filesystem("file")
-    # the last snapshot (step 90) holds 91 messages: 2 full pages, each stored once for all snapshots
-    assert len(fs.glob(f"{url}/thread_id=t/pages/*.json.zst")) == 91 // 32
+    assert not fs.glob(f"{url}/thread_id=t/pages")
     fresh = ca.open_archive(url)
     for ckpt in saved:
         assert fresh.load_by_id(ckpt.checkpoint_id).state == ckpt.state  # type: ignore[union-attr]
-    # a snapshot object holds only the tail of the long list
-    last_snapshot = sorted(fs.glob(f"{url}/thread_id=t/snapshots/*"))[-1]
-    doc = codec.loads(codec.decompress(fs.cat_file(last_snapshot)))
-    assert len(doc["state"]["chat"]["messages"]) == 91 - 64
-    assert list(doc["pages"]) == ['["chat","messages"]'] and len(doc["pages"]['["chat","messages"]']) == 2
+    snapshots = sorted(fs.glob(f"{url}/thread_id=t/snapshots/*"))
+    doc = codec.loads(codec.decompress(fs.cat_file(snapshots[-1])))
+    assert doc["state"] == {"chat": {"messages": [], "meta": {"n": 90}}, "short": [1, 2]}
+    assert doc["lists"] == [[None, "chat", "messages"]]
+    sizes = [fs.size(k) for k in snapshots]
+    assert max(sizes[4:]) < 2 * min(sizes[4:]), sizes  # 40 messages or 90: the same size
 
 
-def test_tampered_page_is_detected(tmp_path: Any) -> None:
+def test_a_tampered_history_row_a_snapshot_replays_is_detected(tmp_path: Any) -> None:
     url = str(tmp_path / "a")
     archive = ca.open_archive(url, full_snapshot_interval=10)
     for step in range(41):
         archive.save(ca.Checkpoint.new("t", {"m": list(range(step + 1))}, step=step))
+    archive.close()
     fs = fsspec.filesystem("file")
-    page = sorted(fs.glob(f"{url}/thread_id=t/pages/*.json.zst"))[0]
-    raw = codec.decompress(fs.cat_file(page)).replace(b"[0,", b"[7,")
-    fs.pipe_file(page, codec.compress(raw))
-    with pytest.raises(ca.DigestMismatch, match="page"):
+    segment = sorted(fs.glob(f"{url}/thread_id=t/deltas/*.parquet"))[0]
+    data = bytearray(fs.cat_file(segment))
+    data[len(data) // 3] ^= 0xFF
+    fs.pipe_file(segment, bytes(data))
+    with pytest.raises(ca.IntegrityError):
         ca.open_archive(url).load("t")
 
 

@@ -186,16 +186,6 @@ def test_bytes_benchmark_accounts_for_every_byte(tmp_path: Path) -> None:
     assert "| native |" in (tmp_path / "bytes.md").read_text()
 
 
-def test_run_tables_benchmark_smoke() -> None:
-    """bench_run_tables (design note 008): W1's snapshots with runs named by distance cost less than
-    their pages and tails, and less than runs named by checkpoint id."""
-    cmd = [sys.executable, str(BENCH / "bench_run_tables.py"), "--steps", "80", "--ms", "1"]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120).stdout
-    report = json.loads(out)
-    assert report["snapshots"] == 8 and report["entries"] > 0, report
-    assert report["runs_by_distance"] < report["runs_by_id"] and report["runs_by_distance"] < report["pages_total"]
-
-
 @pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
 def test_history_benchmark_smoke(tmp_path: Path) -> None:
     """Requests per ``get_delta_channel_history`` call, counted at a moto server (bench_history.py; issue 21),

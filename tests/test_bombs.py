@@ -1,6 +1,6 @@
 """Decompression bombs: a small stored object that expands to gigabytes must cost a reader nothing.
 
-Each kind of object (head hint, commit entry, folded manifest, snapshot, page, delta segment) is
+Each kind of object (head hint, commit entry, folded manifest, snapshot, delta segment) is
 replaced by a bomb (a snapshot or segment also gets its digests forged into the log, as anyone who
 can write the bucket can do). A fresh process then loads, lists and verifies the archive: each read
 gives the right answer or a typed error, and the process's peak resident memory (``VmHWM``, which
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ckpt_archive as ca
-from ckpt_archive import codec, limits, versions
+from ckpt_archive import codec, limits
 from ckpt_archive.format import layout
 from ckpt_archive.format.manifest import seal, unseal
 from ckpt_archive.format.objects import SEGMENT_SCHEMA, SegmentReader, encode_segment
@@ -131,7 +131,8 @@ def footer_list_bomb(length: int = 1000 * 1000) -> bytes:
 
 
 def build(root: Path) -> list[ca.Checkpoint]:
-    """A thread with a paged snapshot, an inline delta compacted into a segment, a fold and a hint."""
+    """A thread with a snapshot replaying a long list, an inline delta compacted into a segment, a fold
+    and a hint."""
     cp = ca.open_archive(str(root), full_snapshot_interval=2)
     saved = []
     for step in range(3):
@@ -198,7 +199,7 @@ def read_in_child(root: Path, saved: list[ca.Checkpoint]) -> dict[str, Any]:
 
 
 def plant(root: Path, kind: str, saved: list[ca.Checkpoint]) -> None:
-    if kind in ("head hint", "page"):
+    if kind == "head hint":
         for target in objects_of(root, kind):
             target.write_bytes(zstd_bomb(BOMB))
     elif kind == "commit entry":
@@ -211,7 +212,7 @@ def plant(root: Path, kind: str, saved: list[ca.Checkpoint]) -> None:
         forge(root, objects_of(root, kind)[-1], parquet_bomb(saved[1].checkpoint_id))
 
 
-@pytest.mark.parametrize("kind", ["head hint", "commit entry", "folded manifest", "snapshot", "page", "delta segment"])
+@pytest.mark.parametrize("kind", ["head hint", "commit entry", "folded manifest", "snapshot", "delta segment"])
 def test_a_bombed_object_costs_a_reader_nothing(tmp_path: Path, kind: str) -> None:
     root = tmp_path / "archive"
     saved = build(root)
@@ -479,51 +480,24 @@ def test_deep_nesting_is_a_typed_error(tmp_path: Path, kind: str, depth: int) ->
 
 _DECODE = """
 from ckpt_archive import codec
-from ckpt_archive.format import pages, parts
+from ckpt_archive.format import parts
 data = open(args["path"], "rb").read()
-if args["kind"] == "page":
-    ref = {"key": "thread_id=t/pages/p.json.zst", "digest": args["digest"]}
-    attempt("decode", lambda: pages.decode_page(data, ref, thread_id="t", checkpoint_id="c"))
-else:
-    ref = {"key": "thread_id=t/_parts/p.json.zst", "sha256": codec.sha256(data), "size": len(data)}
-    attempt("decode", lambda: parts.decode_part(data, ref, "t"))
+ref = {"key": "thread_id=t/_parts/p.json.zst", "sha256": codec.sha256(data), "size": len(data)}
+attempt("decode", lambda: parts.decode_part(data, ref, "t"))
 """
 
 
-@pytest.mark.parametrize("kind", ["manifest part", "page"])
-def test_a_json_bomb_of_a_part_or_a_page_is_refused_unparsed(tmp_path: Path, kind: str, baseline_mb: float) -> None:
-    """A part or page whose digests check (a forger rewrites what names them) holding 127 MiB of
-    ``[],``: refused by its values (``ObjectTooLarge``) before it is parsed."""
-    junk = json_bomb(b"[]", min(limits.LIMITS[kind], 127 << 20) - (64 << 10))
-    if kind == "page":
-        raw = b'{"format_version":%d,"items":%b,"type":"page"}' % (versions.FORMAT_VERSION, junk)
-    else:
-        raw = seal({"type": "manifest-part", "thread_id": "t", "records": [], "junk": None})
-        raw = with_junk(raw, junk)
+def test_a_json_bomb_of_a_part_is_refused_unparsed(tmp_path: Path, baseline_mb: float) -> None:
+    """A part whose digests check (a forger rewrites what names them) holding 127 MiB of ``[],``:
+    refused by its values (``ObjectTooLarge``) before it is parsed."""
+    junk = json_bomb(b"[]", min(limits.LIMITS["manifest part"], 127 << 20) - (64 << 10))
+    raw = seal({"type": "manifest-part", "thread_id": "t", "records": [], "junk": None})
+    raw = with_junk(raw, junk)
     path = tmp_path / "object"
     path.write_bytes(codec.compress(raw))
-    result = run_capped(_DECODE, {"path": str(path), "kind": kind, "digest": codec.sha256(raw)})
+    result = run_capped(_DECODE, {"path": str(path)})
     assert result["peak_mb"] < allowed_mb(baseline_mb), result
     assert result["decode"] == "ObjectTooLarge", result
-
-
-def test_a_page_named_many_times_is_refused_before_it_is_joined(tmp_path: Path, baseline_mb: float) -> None:
-    """A snapshot's page table may name a page more than once (a list of repeated items does); one
-    naming a 256 KB page 6,000 times would join into 1.5 GB of state. It is refused (it holds more than
-    a state does) before anything is joined."""
-    root = tmp_path / "archive"
-    cp = ca.open_archive(str(root))
-    first = ca.Checkpoint.new("t", {"chat": ["x" * 8000 + str(i) for i in range(40)]}, step=0)
-    cp.save(first)
-    target = objects_of(root, "snapshot")[-1]
-    doc = codec.loads(codec.decompress(target.read_bytes(), kind="snapshot"))
-    ((path, digests),) = doc["pages"].items()
-    doc["pages"][path] = digests * 6000
-    forge(root, target, codec.compress(codec.dumps(doc)))
-    snippet = 'attempt("load", lambda: ca.open_archive(args["root"]).load("t").state, None)'
-    result = run_capped(snippet, {"root": str(root)})
-    assert result["peak_mb"] < allowed_mb(baseline_mb), result
-    assert result["load"] == "ObjectTooLarge", result
 
 
 def test_a_state_of_too_many_values_is_refused_before_anything_is_written(

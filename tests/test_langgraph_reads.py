@@ -27,9 +27,9 @@ class _Snapshots:
         self.n = 0
         real = ChainReader._snapshot
 
-        async def counting(reader: ChainReader, rec: Any) -> Any:
+        async def counting(reader: ChainReader, rec: Any, inline: Any) -> Any:
             self.n += 1
-            return await real(reader, rec)
+            return await real(reader, rec, inline)
 
         monkeypatch.setattr(ChainReader, "_snapshot", counting)
 

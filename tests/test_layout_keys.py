@@ -11,7 +11,7 @@ import re
 from ckpt_archive.format import layout
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "ckpt_archive"
-_FOLDERS = r"_log|_parts|snapshots|deltas|pages|_blobs|_langgraph|writes|events"
+_FOLDERS = r"_log|_parts|snapshots|deltas|_blobs|_langgraph|writes|events"
 LAYOUT_LITERAL = re.compile(
     rf"(^|/)({_FOLDERS})/|/({_FOLDERS})(/|$)|^(_log|_parts|_blobs|_langgraph)$"
     r"|thread_id=|session_id=|_head\.json|_archive\.json|\.json\.zst|\.parquet|\.manifest\."
@@ -71,7 +71,6 @@ def test_the_helpers_build_the_specs_keys() -> None:
     assert re.fullmatch(
         r"thread_id=t%2F1/snapshots/000000000003-c\.[0-9a-f]{12}\.json\.zst", layout.rewrite_snapshot_key(t, 3, "c")
     )
-    assert layout.page_key(t, "ab") == "thread_id=t%2F1/pages/ab.json.zst"
     assert layout.segment_key(t, 3, "tok") == "thread_id=t%2F1/deltas/000000000003-tok.parquet"
     assert layout.segments_dir("thread_id=x") == "thread_id=x/deltas"
     assert layout.part_key(t, "tok") == "thread_id=t%2F1/_parts/tok.json.zst"

@@ -372,8 +372,8 @@ def test_forged_parquet_segment_is_caught_by_protection(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ["local", "memory"])
-def test_long_message_lists_are_paged_like_state_lists(archive_url: Any, backend: str) -> None:
-    """Snapshots keep only the tail of a long message list; full pages are stored once per thread."""
+def test_long_message_lists_are_replayed_like_state_lists(archive_url: Any, backend: str) -> None:
+    """Snapshots keep no long message list: it is replayed from the history rows, each message once."""
     archive = open_backend(archive_url, backend, full_snapshot_interval=10)
     messages: list[Any] = []
     saved = []
@@ -384,12 +384,10 @@ def test_long_message_lists_are_paged_like_state_lists(archive_url: Any, backend
         saved.append(ckpt)
     objects = run(archive.store.find(layout.thread_dir("long")))
     snapshot_bytes = sum(o["size"] for k, o in objects.items() if "/snapshots/" in k)
-    page_keys = [k for k in objects if "/pages/" in k]
-    assert len(page_keys) == 2  # last snapshot (step 90): 91 messages = 2 full pages of 32, each written once
     raw_messages = len(codec.dumps(messages))
-    assert snapshot_bytes < raw_messages / 4  # ten snapshots, yet less than a quarter of one full list
+    assert snapshot_bytes < raw_messages / 10  # ten snapshots, yet less than a tenth of one full list
     doc = codec.loads(codec.decompress(run(archive.store.get(snapshot_key_of(archive, saved[90])))))
-    assert len(doc["messages"]) == 91 - 64 and list(doc["message_pages"]) == ['["messages"]']
+    assert "messages" not in doc and doc["lists"] == [["messages", "messages"]]
     fresh = ca.open_archive(archive.url, storage_options=archive.store.fs.storage_options)
     for ckpt in saved[::9]:
         loaded = fresh.load_by_id(ckpt.checkpoint_id)

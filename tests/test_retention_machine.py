@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
-from ckpt_archive.format import pages, parts
+from ckpt_archive.format import parts, replay
 from ckpt_archive.ops import history
 from ckpt_archive.retention import PINNED_KEY
 
@@ -181,16 +181,16 @@ TestRetentionMachine.settings = settings(
 
 
 class SmallPartsMachine(RetentionMachine):
-    """The same with manifest parts of 3 records and snapshot pages of 2 list items, so folds,
-    overrides, re-seals and shared pages (kept, tombstoned, collected) all happen."""
+    """The same with manifest parts of 3 records and snapshots replaying lists of 2 items or more, so
+    folds, overrides, re-seals and replays through pruned, re-based and edited lineages all happen."""
 
     def __init__(self) -> None:
-        self._saved = parts.PART_SIZE, pages.PAGE_ITEMS
-        parts.PART_SIZE, pages.PAGE_ITEMS = 3, 2
+        self._saved = parts.PART_SIZE, replay.LIST_ITEMS
+        parts.PART_SIZE, replay.LIST_ITEMS = 3, 2
         super().__init__()
 
     def teardown(self) -> None:
-        parts.PART_SIZE, pages.PAGE_ITEMS = self._saved
+        parts.PART_SIZE, replay.LIST_ITEMS = self._saved
 
 
 TestSmallPartsMachine = SmallPartsMachine.TestCase

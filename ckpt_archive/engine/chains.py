@@ -1,5 +1,6 @@
-"""The one replay of a checkpoint chain: a snapshot (paged, maybe encrypted) followed by deltas (inline, in
-Parquet segments, or empty), rebuilt into a content checked against the digests recorded at save.
+"""The one replay of a checkpoint chain: a snapshot (maybe encrypted, its long lists replayed from its
+lineage's history rows) followed by deltas (inline, in Parquet segments, or empty), rebuilt into a
+content checked against the digests recorded at save.
 
 Every reader of contents goes through ``ChainReader``: loads (the head hint, ``load_by_id``, batch
 reads, ``ops.reads``), ``history``, the integrity API and ``verify``. They differ only in what a failed check does
@@ -14,20 +15,21 @@ from __future__ import annotations
 import enum
 import functools
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ..delta import MESSAGES, Delta, apply_checkpoint
+from ..delta import Delta, apply_checkpoint
 from ..errors import (
     BrokenChain,
     CheckpointError,
     IntegrityError,
     MissingObject,
+    NeedsManifest,
     ObjectTooLarge,
     ProtectionMismatch,
     TruncatedObject,
 )
-from ..format import blobs, crypto, layout, pages
+from ..format import blobs, crypto, layout, replay
 from ..format.content import Content, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record, history_ref, ref_keys
@@ -39,6 +41,9 @@ T = TypeVar("T")
 _KEEP_STATES = 64
 _KEEP_SEGMENTS = 4
 _KEEP_BLOBS = 64
+_EXTEND = 64
+"""Ancestors whose rows one more round trip fetches when a snapshot's ``ref.replay`` fell short (an
+edit or a cold writer's bound; never on a save's own snapshot, whose reach is exact)."""
 """What a walk over a whole thread (``walk=True``) keeps: the contents a child may be built on, and
 parsed segments (a thread's deltas are in commit order, so neighbours share a segment), and decoded
 blobs (a value re-sent in many turns is fetched once)."""
@@ -55,6 +60,10 @@ class ContentService(Protocol):
     def archive_id(self) -> str: ...
     def cached(self, key: str) -> Content | None: ...
     def remember(self, key: str, content: Content) -> None: ...
+    def lists(self, key: str) -> dict[replay.Place, list[Any]] | None: ...
+    def remember_lists(self, key: str, lists: dict[replay.Place, list[Any]]) -> None: ...
+    def segment(self, key: str) -> SegmentReader | None: ...
+    def remember_segment(self, key: str, reader: SegmentReader, size: int) -> None: ...
     def sha256(self, thread_id: str, name: str, raw: bytes) -> str: ...
 
 
@@ -93,10 +102,12 @@ class ChainReader:
     the objects it fetched, the segments it parsed and the contents it built are shared by the
     chains it replays.
 
-    ``cache``: serve from and fill the archive's state cache (by ``state_key``: an edit never serves a
-    stale content). ``walk``: a pass over a whole thread, which keeps at most ``_KEEP_STATES`` contents
-    and ``_KEEP_SEGMENTS`` parsed segments and drops a snapshot's bytes once decoded (a dropped object
-    needed again is fetched again).
+    ``records``: the manifest's records, where a snapshot's replayed lists find their lineage
+    (None: such a snapshot raises ``NeedsManifest``). ``cache``: serve from and fill the archive's
+    state cache (by ``state_key``: an edit never serves a stale content). ``walk``: a pass over a
+    whole thread, which keeps at most ``_KEEP_STATES`` contents and ``_KEEP_SEGMENTS`` parsed
+    segments and drops a snapshot's bytes once decoded (a dropped object needed again is fetched
+    again).
     """
 
     def __init__(
@@ -104,11 +115,13 @@ class ChainReader:
         service: ContentService,
         thread_id: str,
         *,
+        records: Mapping[str, Record] | None = None,
         mode: Mode = Mode.STRICT,
         cache: bool = True,
         walk: bool = False,
     ) -> None:
         self.service, self.thread_id, self.mode, self.cache, self.walk = service, thread_id, mode, cache, walk
+        self.records = records
         # fetched (None: absent; an error: refused by the store, raised when it is needed); not yet consumed
         self.objects: dict[str, bytes | ObjectTooLarge | None] = {}
         self.readers: OrderedDict[str, SegmentReader] = OrderedDict()
@@ -119,9 +132,11 @@ class ChainReader:
         self.problems: list[CheckpointError] = []  # every checkpoint's failure (REPORT)
         self.texts: OrderedDict[str, str] = OrderedDict()  # decoded blobs, by key
         self.ids: OrderedDict[str, str] = OrderedDict()  # checkpoint id -> state key of the content kept
-        self.built: dict[str, int] = {"snapshots": 0, "rows": 0, "deltas": 0}
+        self.lists: OrderedDict[str, dict[replay.Place, list[Any]]] = OrderedDict()  # replayed, by state key
+        self.built: dict[str, int] = {"snapshots": 0, "rows": 0, "deltas": 0, "replayed": 0}
         """What this instance replayed: snapshots decoded, full records built from their parent and
-        history rows (``_from_rows``), deltas applied (the per-call work tests count)."""
+        history rows (``_from_rows``), deltas applied, ancestors' rows a snapshot's lists were
+        replayed through (the per-call work tests count)."""
 
     # -- what to fetch ------------------------------------------------------------
     def _known(self, rec: Record) -> Content | None:
@@ -163,6 +178,8 @@ class ChainReader:
                     keys.update(_rows_keys(rec))  # built from its parent, built first: no snapshot read
                 else:
                     keys.update(ref_keys(rec, rows=False))
+                    if rec["ref"]["type"] == "snapshot" and "replay" in rec["ref"]:
+                        keys.update(self._lineage_keys([rec, *self._lineage(rec, int(rec["ref"]["replay"]))]))
             if chain:
                 building.add(chain[-1]["id"])
         return sorted(k for k in keys if k not in self.objects and k not in self.readers and k not in self.texts)
@@ -208,6 +225,8 @@ class ChainReader:
         """Every checkpoint of ``m`` in commit order, each built on the content it was saved against
         (usually the one just built: n checkpoints cost n delta applications, not n replays). In
         REPORT mode a checkpoint that cannot be rebuilt is yielded with None, its failure kept."""
+        if self.records is None:
+            self.records = m.records
         for rec in list(m.records.values()):
             try:
                 content: Content | None = await self.content(m.chain(rec["id"]), m.inline)
@@ -269,7 +288,7 @@ class ChainReader:
         ref, cid = rec["ref"], rec["id"]
         if ref["type"] == "snapshot":
             self.built["snapshots"] += 1
-            return await self._snapshot(rec)
+            return await self._snapshot(rec, inline)
         if content is None:
             raise BrokenChain("chain does not start with a snapshot", thread_id=self.thread_id, checkpoint_id=cid)
         self.built["deltas"] += 1
@@ -405,65 +424,170 @@ class ChainReader:
     async def _segment(self, rec: Record, ref: dict[str, Any] | None = None) -> SegmentReader:
         """The parsed segment of a segment record (or of ``ref``: a full record's ``rows``), its size
         and sha256 checked once per instance."""
-        key = (rec["ref"] if ref is None else ref)["key"]
+        held = rec["ref"] if ref is None else ref
+        key = held["key"]
         reader = self.readers.get(key)
         if reader is not None:
             self.readers.move_to_end(key)
             return reader
-        data = await self._object(key, rec)
+        shared = self.cache and self.mode is Mode.STRICT  # the engine's parsed segments, checked once
+        reader = self.service.segment(f"{key}@{held.get('sha256')}") if shared else None
+        if reader is None:
+            data = await self._object(key, rec)
 
-        def parse() -> SegmentReader:
-            self._verified(data, rec, ref)
-            return SegmentReader(data, thread_id=self.thread_id, key=key)
+            def parse() -> SegmentReader:
+                self._verified(data, rec, ref)
+                return SegmentReader(data, thread_id=self.thread_id, key=key)
 
-        self.readers[key] = self._decoded(key, parse)
-        del self.objects[key]  # the reader holds it
+            reader = self._decoded(key, parse)
+            del self.objects[key]  # the reader holds it
+            if shared:
+                self.service.remember_segment(f"{key}@{held.get('sha256')}", reader, len(data))
+        else:
+            self.objects.pop(key, None)
+        self.readers[key] = reader
         while self.walk and len(self.readers) > _KEEP_SEGMENTS:
             self.readers.popitem(last=False)
         return self.readers[key]
 
-    async def _snapshot(self, rec: Record) -> Content:
-        """Content of a snapshot record: checked, decrypted (when encrypted), its pages joined."""
+    async def _snapshot(self, rec: Record, inline: dict[str, Delta]) -> Content:
+        """Content of a snapshot record: checked, decrypted (when encrypted), its lists replayed."""
         ref, cid, key = rec["ref"], rec["id"], rec["ref"]["key"]
         data = await self._object(key, rec)
 
-        def decode() -> tuple[dict[str, Any], dict[str, list[str]], list[Any], dict[str, list[str]]]:
+        def decode() -> tuple[Content, list[replay.Place]]:
             self._verified(data, rec)
             plain = crypto.open_snapshot(self.service.encryption, rec, self.service.archive_id, self.thread_id, data)
-            return decode_snapshot_content(plain, thread_id=self.thread_id, checkpoint_id=origin(rec), key=key)
+            state, messages, raw = decode_snapshot_content(
+                plain, thread_id=self.thread_id, checkpoint_id=origin(rec), key=key
+            )
+            where = replay.decode(raw, (state, messages), thread_id=self.thread_id, checkpoint_id=cid)
+            return (state, messages), where
 
-        state, table, messages, message_table = self._decoded(key, decode)
+        (state, messages), where = self._decoded(key, decode)
         if self.walk:
             self.objects.pop(key, None)
-        if not table and not message_table:
-            state, messages = await self._unblob(rec, [state, messages])
-            return state, messages
-        refs = {p["digest"]: p for p in ref.get("pages", [])}
-        needed = sorted({d for t in (table, message_table) for ds in t.values() for d in ds})
-        if not set(needed) <= refs.keys():
-            raise BrokenChain("snapshot names a page its record does not", thread_id=self.thread_id, checkpoint_id=cid)
-        await self.fetch([refs[d]["key"] for d in needed])
-        items: dict[str, tuple[list[Any], int]] = {}
-        for d in needed:
-            page_key = refs[d]["key"]
-            decode_page = functools.partial(
-                pages.decode_page,
-                await self._object(page_key, rec),
-                refs[d],
-                thread_id=self.thread_id,
-                checkpoint_id=cid,
+        if bool(where) != ("replay" in ref):
+            raise BrokenChain(
+                "snapshot replays other lists than its record says", thread_id=self.thread_id, checkpoint_id=cid
             )
-            items[d] = self._decoded(page_key, decode_page)
-        pages.check_joined((table, message_table), items, thread_id=self.thread_id, checkpoint_id=cid)
-        try:
-            state = pages.join(state, table, items)
-            messages = pages.join({MESSAGES: messages}, message_table, items)[MESSAGES]
-        except (KeyError, TypeError, IndexError, AttributeError):
-            raise TruncatedObject(
-                "snapshot's page table does not fit its content", thread_id=self.thread_id, checkpoint_id=cid
-            ) from None
-        state, messages = await self._unblob(rec, [state, messages])
-        return state, messages
+        state, messages = await self._unblob(rec, [state, messages], subset=bool(where))
+        if not where:
+            return state, messages
+        held = self._held_lists(rec)
+        if held is None or not set(where) <= held.keys():
+            held = await self._replay(rec, where, inline)
+        return replay.fill((state, messages), {place: held[place] for place in where})
+
+    # -- a snapshot's lists, from its lineage's history rows (format.replay) -------------------
+    def _held_lists(self, rec: Record) -> dict[replay.Place, list[Any]] | None:
+        key = state_key(rec)
+        found = self.lists.get(key)
+        if found is None and self.cache and self.mode is Mode.STRICT:
+            found = self.service.lists(key)
+        return found
+
+    def _keep_lists(self, rec: Record, lists: dict[replay.Place, list[Any]]) -> None:
+        """Lists a replay went through at snapshot ``rec`` of the lineage: its own, if it is read next."""
+        key = state_key(rec)
+        self.lists.setdefault(key, {}).update(lists)
+        self.lists.move_to_end(key)
+        while len(self.lists) > _KEEP_STATES:
+            self.lists.popitem(last=False)
+        if self.cache and self.mode is Mode.STRICT:
+            self.service.remember_lists(key, lists)
+
+    def _lineage(self, rec: Record, n: int) -> list[Record]:
+        """Up to ``n`` ancestors of ``rec``, nearest first, ending early at the lineage's root (a record
+        whose parent is not in the manifest: its rows are against the empty content) or at one whose
+        content this reader knows (its lists are a replay's base)."""
+        out: list[Record] = []
+        records = self.records or {}
+        at = rec
+        while len(out) < n and (at is rec or self._known(at) is None):
+            parent_id = at.get("parent")
+            parent = records.get(str(parent_id)) if parent_id is not None else None
+            if parent is None:
+                break
+            out.append(parent)
+            at = parent
+        return out
+
+    def _lineage_keys(self, lineage: Iterable[Record]) -> set[str]:
+        """The objects holding the rows of ``lineage`` (those whose content is known need none)."""
+        keys: set[str] = set()
+        for i, r in enumerate(lineage):
+            if i == 0 or self._known(r) is None:
+                keys.update(_rows_keys(r))
+        return keys
+
+    async def _replay(
+        self, rec: Record, where: list[replay.Place], inline: dict[str, Delta]
+    ) -> dict[replay.Place, list[Any]]:
+        """The lists at ``where`` of snapshot ``rec``, replayed from its lineage's rows: from each
+        list's nearest defining record (``replay.touches``, the root) or from the content this reader
+        knows of an ancestor. The lineage ``ref.replay`` names is fetched with the snapshot
+        (``needed``); when it falls short, ``_EXTEND`` more ancestors in one more round trip."""
+        cid = rec["id"]
+        if self.records is None:
+            raise NeedsManifest(
+                "its snapshot replays lists from its ancestors", thread_id=self.thread_id, checkpoint_id=cid
+            )
+        lineage = [rec, *self._lineage(rec, int(rec["ref"]["replay"]))]
+        rows: list[Delta] = []
+        todo = list(where)
+        start: dict[replay.Place, int] = {}
+        base: dict[replay.Place, tuple[int, list[Any]]] = {}
+        i = 0
+        while todo:
+            if i == len(lineage):
+                more = self._lineage(lineage[-1], _EXTEND)
+                if not more or len(lineage) > len(self.records):  # the root, or a parent loop
+                    raise BrokenChain(
+                        f"no record of its lineage defines the list at {list(todo[0][1])!r}",
+                        thread_id=self.thread_id,
+                        checkpoint_id=cid,
+                    )
+                await self.fetch(
+                    sorted(self._lineage_keys([lineage[-1], *more]) - self.objects.keys() - self.readers.keys())
+                )
+                lineage += more
+            r = lineage[i]
+            known = self._known(r) if i > 0 else None
+            if known is not None:
+                for place in todo:
+                    value = replay.get(known, place)
+                    if type(value) is not list:
+                        raise BrokenChain(
+                            f"its lineage's rows do not define the list at {list(place[1])!r}",
+                            thread_id=self.thread_id,
+                            checkpoint_id=cid,
+                        )
+                    base[place] = (i, value)
+                break
+            ops = await self.history(r, inline)
+            rows.append(ops)
+            root = r.get("parent") is None or str(r["parent"]) not in self.records
+            for place in list(todo):
+                if root or replay.touches(ops, place):
+                    start[place] = i
+                    todo.remove(place)
+            i += 1
+        self.built["replayed"] += len(rows)
+        out: dict[replay.Place, list[Any]] = {}
+        passed: dict[int, dict[replay.Place, list[Any]]] = {}  # lists at the snapshots on the way
+        for place in where:
+            at, value = base[place] if place in base else (start[place] + 1, None)
+            marks = {at - 1 - j: j for j in range(1, at) if "replay" in lineage[j]["ref"]}
+            values = replay.values(
+                place, value, rows[at - 1 :: -1], {*marks, at - 1}, thread_id=self.thread_id, checkpoint_id=cid
+            )
+            out[place] = values[at - 1]
+            for k, j in marks.items():
+                passed.setdefault(j, {})[place] = values[k]
+        for j, lists in passed.items():
+            self._keep_lists(lineage[j], lists)
+        return out
 
     def _check(self, content: Content, rec: Record) -> None:
         """The rebuilt content must match the digests (or, encrypted, the MACs) recorded at save.

@@ -9,18 +9,18 @@ edit never serves a stale state.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from .. import codec
 from ..delta import Delta
 from ..errors import IntegrityError, MissingObject, TruncatedObject
-from ..format import blobs, crypto, layout
-from ..format.content import Content, Path, paged_snapshot, state_key
+from ..format import blobs, crypto, layout, replay
+from ..format.content import Content, Path, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record
-from ..format.objects import encode_snapshot
+from ..format.objects import SegmentReader, encode_snapshot
 from ..model import Checkpoint, Protection
 from ..storage import ObjectStore
 from .chains import ChainReader, Mode
@@ -37,6 +37,12 @@ PART_RECORDS = 4096
 LangGraph state's carried writes) for thousands of ancestors, a few large ones (a seed's messages)."""
 PART_BYTES = 64 * 1024 * 1024
 """The most JSON bytes of state parts the engine keeps (``Contents.part``), whatever their count."""
+REPLAYED = 256
+"""Snapshot records whose replayed lists the engine keeps (``Contents.lists``): a replay through a
+lineage yields the lists of every snapshot on the way, so a listing built newest first replays once."""
+SEGMENT_BYTES = 16 * 1024 * 1024
+"""The most bytes of parsed Parquet segments the engine keeps (``Contents.segment``): a replay reads
+the lineage's segments, and the windows of a listing then read the same ones for their deltas."""
 
 
 class Contents:
@@ -50,6 +56,9 @@ class Contents:
         self._hashers: OrderedDict[tuple[str, str], codec.PrefixHasher] = OrderedDict()
         self.parts: OrderedDict[str, dict[Path, tuple[Any, int]]] = OrderedDict()  # by state_key
         self.parts_bytes = 0
+        self.replayed: OrderedDict[str, dict[replay.Place, list[Any]]] = OrderedDict()  # by state_key
+        self.segments: OrderedDict[str, tuple[SegmentReader, int]] = OrderedDict()  # by key@sha256
+        self.segments_bytes = 0
         self.store: ObjectStore = root.store
         self.encryption: Encryption | None = root.encryption
 
@@ -71,7 +80,39 @@ class Contents:
     def forget(self, records: Iterable[Record]) -> None:
         for rec in records:
             self.states.pop(state_key(rec), None)
+            self.replayed.pop(state_key(rec), None)
             self._drop_parts(state_key(rec))
+
+    # -- what replays read and build (chains.ChainReader, strict and cached reads only) ---------
+    def lists(self, key: str) -> dict[replay.Place, list[Any]] | None:
+        """The replayed lists of the snapshot record ``key`` names (``state_key``), by place. They are
+        what replaying its lineage's checked rows gives (the reader checks the content they fill)."""
+        found = self.replayed.get(key)
+        if found is not None:
+            self.replayed.move_to_end(key)
+        return found
+
+    def remember_lists(self, key: str, lists: dict[replay.Place, list[Any]]) -> None:
+        self.replayed.setdefault(key, {}).update(lists)
+        self.replayed.move_to_end(key)
+        while len(self.replayed) > REPLAYED:
+            self.replayed.popitem(last=False)
+
+    def segment(self, key: str) -> SegmentReader | None:
+        """A parsed segment, checked when it was parsed, by ``key@sha256`` (its ref's digest)."""
+        found = self.segments.get(key)
+        if found is None:
+            return None
+        self.segments.move_to_end(key)
+        return found[0]
+
+    def remember_segment(self, key: str, reader: SegmentReader, size: int) -> None:
+        if key in self.segments or size > SEGMENT_BYTES // 4:
+            return
+        self.segments[key] = (reader, size)
+        self.segments_bytes += size
+        while self.segments_bytes > SEGMENT_BYTES:
+            self.segments_bytes -= self.segments.popitem(last=False)[1][1]
 
     # -- parts of states (a few paths of many states, kept longer than whole states) ---------
     def part(self, key: str, path: Path) -> tuple[bool, Any]:
@@ -224,45 +265,53 @@ class Contents:
         checkpoint_id: str,
         key: str,
         content: Content,
-        known: dict[str, dict[str, Any]],
+        reach: Callable[[list[replay.Place]], int],
         known_blobs: Keys = frozenset(),
     ) -> tuple[dict[str, Any], list[tuple[str, bytes]], int]:
         """The one encode of a full snapshot object, for a save, a re-base or edit (maintenance) and a
-        fork: (its ref, the objects to write -- the snapshot under ``key``, then its new pages and
-        blobs --, their bytes).
+        fork: (its ref, the objects to write -- the snapshot under ``key``, then its new blobs --, their
+        bytes).
 
-        Large strings become blob references first (``stored``: ``known_blobs`` are not rewritten), so
-        the snapshot and its pages hold references. Encrypted, it is sealed with the active key and
-        never paged: page names would be digests of plaintext. Otherwise long lists (state and
-        messages) go to the thread's shared pages; ``known`` (digest -> ref) are pages already stored,
-        reused and not rewritten."""
-        page_refs: list[dict[str, Any]] = []
+        Large strings become blob references first (``stored``: ``known_blobs`` are not rewritten). Long
+        lists (state and messages) are stored as ``[]`` and replayed on load from the history rows of
+        the record's lineage, which hold their items already (``format.replay``); ``reach(places)`` is
+        how many ancestors' rows a load needs for them (``ops.history.reach``), kept in ``ref.replay``
+        so a load fetches them with the snapshot. Encrypted, the object is sealed with the active key
+        (the rows it replays from are sealed per op)."""
         (state, messages), names, blob_objects = self.stored([content[0], content[1]], known_blobs)
+        where = replay.places((state, messages))
+        stored = replay.stub((state, messages), where)
+        plain = encode_snapshot(thread_id, checkpoint_id, stored[0], stored[1], replay.encode(where))
         if self.encryption is not None:
-            plain = encode_snapshot(thread_id, checkpoint_id, state, messages=messages)
             data = self.encryption.seal(plain, crypto.aad(self.archive_id, thread_id, checkpoint_id, "snapshot"))
-            objects = [(key, data)]
         else:
-            data, new_pages, page_refs = paged_snapshot(thread_id, checkpoint_id, (state, messages), known)
-            objects = [(key, data), *new_pages]
-        objects += blob_objects
+            data = plain
+        objects = [(key, data), *blob_objects]
         ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
-        if page_refs:
-            ref["pages"] = page_refs
+        if where:
+            ref["replay"] = reach(where)
         if names:
             ref["blobs"] = names
         return ref, objects, sum(len(d) for _, d in objects)
 
     # -- contents ------------------------------------------------------------------
     def reader(
-        self, thread_id: str, *, mode: Mode = Mode.STRICT, cache: bool = True, walk: bool = False
+        self,
+        thread_id: str,
+        *,
+        m: Manifest | None = None,
+        mode: Mode = Mode.STRICT,
+        cache: bool = True,
+        walk: bool = False,
     ) -> ChainReader:
-        """The one replay (``ChainReader``) over this engine's objects and cache."""
-        return ChainReader(self, thread_id, mode=mode, cache=cache, walk=walk)
+        """The one replay (``ChainReader``) over this engine's objects and cache; ``m``: the manifest
+        whose records a snapshot's replayed lists are found in (None: the head hint's chain, which
+        hands over to the manifest, ``NeedsManifest``, when a snapshot needs its ancestors)."""
+        return ChainReader(self, thread_id, records=None if m is None else m.records, mode=mode, cache=cache, walk=walk)
 
     async def content_of(self, m: Manifest, checkpoint_id: str) -> Content:
         """(state, messages) of a checkpoint of ``m``, from the cache or rebuilt from its chain."""
-        return await self.reader(m.thread_id).content(m.chain(checkpoint_id), m.inline)
+        return await self.reader(m.thread_id, m=m).content(m.chain(checkpoint_id), m.inline)
 
     def checkpoint(self, thread_id: str, rec: Record, content: Content) -> Checkpoint:
         """The caller's private copy of a checkpoint (``content``: proven by the replay).

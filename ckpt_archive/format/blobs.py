@@ -12,7 +12,7 @@ stored JSON holds a **reference** in its place::
 that looks like a reference -- exactly one key, ``"$blob"`` or ``"$esc"`` -- is stored as
 ``{"$esc": <that object, its values encoded>}``, so every JSON value round-trips exactly.
 
-``encode`` is the one way a value is stored (snapshot contents, and so their pages, and delta op
+``encode`` is the one way a value is stored (snapshot contents, and delta op
 values); ``decode`` is its inverse, given the blobs' text. Pure: no I/O, the engine fetches.
 """
 

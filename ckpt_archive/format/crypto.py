@@ -8,8 +8,9 @@ What is encrypted, and what stays clear (see docs/format/spec.md, "Encryption at
   same envelope around the value's canonical JSON -- inline in commit entries, and as is
   in the Parquet ``value`` column after compaction. Op kind, path, key, ids and steps
   stay clear, so analysts can still see *what* changed, not *to what*;
-* messages are content like the state: inside the sealed snapshot (never in shared pages),
-  and message ops (``target: "messages"``) have their values sealed like state ops;
+* messages are content like the state: inside the sealed snapshot (or, for a list it replays,
+  in the history rows it replays from), and message ops (``target: "messages"``) have their
+  values sealed like state ops;
 * the record gets ``enc: {"alg", "key_id"}`` and, instead of the plain ``state_sha256`` and
   ``messages_sha256`` (which would let anyone confirm a guess), ``state_mac`` and
   ``messages_mac``: HMAC-SHA256 of the state and of the messages under the data key.

@@ -9,7 +9,6 @@ Layout under the archive root (see docs/format/spec.md)::
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.json.zst
     thread_id=<enc>/snapshots/<step:012d>-<enc id>.<token>.json.zst  re-based/edited/copied snapshot
     thread_id=<enc>/deltas/<step:012d>-<uuid>.parquet   row groups of consecutive checkpoints
-    thread_id=<enc>/pages/<sha256>.json.zst         shared pages of long lists in snapshots
     thread_id=<enc>/_parts/<token>.json.zst         sealed parts of folded manifests (parts.py)
     _blobs/<sha256>.zst                             a large string value, shared archive-wide (blobs.py)
     _blobs/<hmac>.enc                               the same, in an encrypted archive (a keyed name)
@@ -60,11 +59,10 @@ LOG = "_log"
 PARTS = "_parts"
 SNAPSHOTS = "snapshots"
 DELTAS = "deltas"
-PAGES = "pages"
 SEGMENT_SUFFIX = ".parquet"
-THREAD_FOLDERS = frozenset({LOG, PARTS, SNAPSHOTS, DELTAS, PAGES})
+THREAD_FOLDERS = frozenset({LOG, PARTS, SNAPSHOTS, DELTAS})
 """The folders inside a thread's folder; nothing else in it is the archive's."""
-PAYLOAD_FOLDERS = (SNAPSHOTS, DELTAS, PAGES)
+PAYLOAD_FOLDERS = (SNAPSHOTS, DELTAS)
 """The thread folders of checkpoint payloads: what records reference, and all a tombstone may name there."""
 _TEMP = re.compile(r"\.tmp-[0-9a-f]{32}")
 """A temporary file of a local write (``store._write_local``: ``.tmp-`` + uuid4 hex)."""
@@ -214,10 +212,6 @@ def snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
     return f"{thread_dir(thread_id)}/{SNAPSHOTS}/{max(step, 0):012d}-{encode_id(checkpoint_id)}.json.zst"
 
 
-def page_key(thread_id: str, digest: str) -> str:
-    return f"{thread_dir(thread_id)}/{PAGES}/{digest}.json.zst"
-
-
 def segment_key(thread_id: str, first_step: int, token: str, level: int = 0) -> str:
     """A delta segment of tier ``level`` (0: a compaction's; ``L + 1``: the merge of 8 of level ``L``,
     spec.md section 6): the level is in the name (``.l<L>``), so a writer knows it from the key alone."""
@@ -342,12 +336,12 @@ def rewrite_snapshot_key(thread_id: str, step: int, checkpoint_id: str) -> str:
 
 
 ZSTD_KINDS = frozenset(
-    {"commit entry", "head hint", "folded manifest", "manifest part", "snapshot", "page", "blob", "langgraph writes"}
+    {"commit entry", "head hint", "folded manifest", "manifest part", "snapshot", "blob", "langgraph writes"}
 )
 """The kinds of object stored as one zstd frame (the others are plain JSON, or Parquet): a reader
 knows from the kind which bytes to expect, and never guesses from the bytes."""
 
-_FOLDERS = {SNAPSHOTS: "snapshot", PAGES: "page", DELTAS: "delta segment", PARTS: "manifest part"}
+_FOLDERS = {SNAPSHOTS: "snapshot", DELTAS: "delta segment", PARTS: "manifest part"}
 
 
 def kind_of(key: str) -> str | None:

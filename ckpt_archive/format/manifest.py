@@ -211,10 +211,10 @@ class Manifest:
                 self.tombstones.pop(key, None)
 
     def referenced_keys(self) -> dict[str, int]:
-        """Payload objects the records need: key -> size (snapshots, their shared pages, segments --
+        """Payload objects the records need: key -> size (snapshots, segments --
         those holding their history rows included --, and the archive-wide blobs they reference).
 
-        Page and blob refs carry no size: they count 0 here (gc reports their real size).
+        Blob refs carry no size: they count 0 here (gc reports their real size).
         """
         out: dict[str, int] = {}
         for rec in self.records.values():
@@ -480,8 +480,8 @@ def appended(docs: list[dict[str, Any]], thread_id: str, seq: int, head: str) ->
 
 
 def ref_keys(rec: Record, *, rows: bool = True) -> dict[str, int]:
-    """The objects one record needs: key -> size (0 where the ref records none): its snapshot and
-    pages or segment, the archive-wide blobs its stored object references (``ref.blobs``) and (unless
+    """The objects one record needs: key -> size (0 where the ref records none): its snapshot or
+    segment, the archive-wide blobs its stored object references (``ref.blobs``) and (unless
     ``rows=False``: what a load reads) the segment holding a full record's history rows (``rows``).
     Everything that keeps objects alive (gc, tombstones, verify's orphans) counts the rows' segment."""
     ref = rec["ref"]
@@ -492,7 +492,6 @@ def ref_keys(rec: Record, *, rows: bool = True) -> dict[str, int]:
         out[held["key"]] = int(held.get("size", 0))
     if ref["type"] not in ("snapshot", "segment"):
         return out
-    out.update((page["key"], 0) for page in ref.get("pages", ()))
     out[ref["key"]] = int(ref.get("size", 0))
     return out
 

@@ -108,23 +108,22 @@ def encode_snapshot(
     thread_id: str,
     checkpoint_id: str,
     state: dict[str, Any],
-    pages: dict[str, list[str]] | None = None,
     messages: list[Any] | None = None,
-    message_pages: dict[str, list[str]] | None = None,
+    lists: list[list[str | None]] | None = None,
 ) -> bytes:
-    """``messages``/``message_pages``: the message list's tail and page table (absent when empty)."""
+    """``lists``: the places of the lists stored as ``[]`` and replayed from the lineage's history rows
+    (``format.replay``; absent when none)."""
     doc: dict[str, Any] = {
         "format_version": versions.FORMAT_VERSION,
         "type": "snapshot",
         "thread_id": thread_id,
         "checkpoint_id": checkpoint_id,
         "state": state,
-        "pages": pages or {},
     }
-    if messages or message_pages:
-        doc["messages"] = messages or []  # absent means no messages (and in snapshots written before them)
-    if message_pages:
-        doc["message_pages"] = message_pages
+    if messages:
+        doc["messages"] = messages  # absent means no messages
+    if lists:
+        doc["lists"] = lists
     raw = codec.dumps(doc)
     limits.check_written("snapshot", raw, f"snapshot of checkpoint {checkpoint_id!r}")
     return codec.compress(raw)
@@ -132,8 +131,9 @@ def encode_snapshot(
 
 def decode_snapshot_content(
     data: bytes, *, thread_id: str, checkpoint_id: str, key: str
-) -> tuple[dict[str, Any], dict[str, list[str]], list[Any], dict[str, list[str]]]:
-    """(state tails, state page table, messages tail, messages page table) of a snapshot object."""
+) -> tuple[dict[str, Any], list[Any], Any]:
+    """(state, messages, places of its replayed lists as stored: ``format.replay.decode`` checks them)
+    of a snapshot object."""
     try:
         doc = codec.decode_document(data, f"snapshot {key!r}", compressed=True, kind="snapshot")
     except ObjectTooLarge as exc:
@@ -155,11 +155,7 @@ def decode_snapshot_content(
             "snapshot's messages are not a list", thread_id=thread_id, checkpoint_id=checkpoint_id, key=key
         )
     state: dict[str, Any] = doc["state"]
-    pages = doc.get("pages") or {}
-    message_pages = doc.get("message_pages") or {}
-    if not isinstance(pages, dict) or not isinstance(message_pages, dict):
-        raise TruncatedObject("snapshot has a malformed page table", thread_id=thread_id, key=key)
-    return state, pages, messages, message_pages
+    return state, messages, doc.get("lists", [])
 
 
 GROUP_CHECKPOINTS = 64

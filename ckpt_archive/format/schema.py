@@ -65,16 +65,11 @@ def _ref(ref: Any, thread_id: str) -> None:
     names = ref.get("blobs", [])  # archive-wide blobs its stored object references (format.blobs)
     if not (isinstance(names, list) and all(isinstance(n, str) and layout.is_blob_name(n) for n in names)):
         raise _Bad("ref blobs")
-    pages = ref.get("pages", [])
-    if not isinstance(pages, list):
-        raise _Bad("ref pages")
-    for page in pages:
-        digest = page.get("digest") if isinstance(page, dict) else None
-        if not isinstance(digest, str):
-            raise _Bad("page ref")
-        if not _SHA256.fullmatch(digest):
-            raise _Bad("page digest")
-        check_object_key(page.get("key"), thread_id, layout.PAGES)
+    if "replay" in ref:  # ancestors whose history rows a load replays the snapshot's lists through
+        if kind != "snapshot":
+            raise _Bad("only a snapshot replays lists")
+        if not (_int(ref["replay"]) and ref["replay"] >= 0):
+            raise _Bad("ref replay")
 
 
 ROWS_TYPES = frozenset({"segment", "inline", "empty"})

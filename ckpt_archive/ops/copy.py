@@ -1,6 +1,6 @@
 """Copying checkpoints into new threads (fork, copy_thread), each one commit (``ThreadLog.commit``).
 
-Snapshots (and their pages) are copied server-side (``fs.copy``: S3 CopyObject...)
+Snapshots are copied server-side (``fs.copy``: S3 CopyObject...)
 under the new thread, and their references record the ``origin`` checkpoint id
 the object was written for, so nothing is decoded and re-encoded. Parquet
 segments are re-encoded instead (``encode_segment``), because their rows name
@@ -38,9 +38,6 @@ def _copied_ref(dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> A
     if ref["type"] == "snapshot":
         key = layout.rewrite_snapshot_key(dst, rec["step"], new_id)
         copies[ref["key"]] = key
-        if ref.get("pages"):  # the shared pages it needs, under the new thread
-            ref["pages"] = [{**p, "key": layout.page_key(dst, p["digest"])} for p in ref["pages"]]
-            copies.update({old["key"]: new["key"] for old, new in zip(rec["ref"]["pages"], ref["pages"], strict=True)})
     else:
         return ref
     return {**ref, "key": key, "origin": ref.get("origin", rec["id"])}
@@ -53,7 +50,7 @@ async def _segments_for(
     re-encoded for thread ``dst`` with the copy's checkpoint ids (``mapping``, ``history.reencode``):
     ({source id: record changes}, objects to put). Each source segment is read (and checked) once,
     through the one replay's reader."""
-    reader = engine.contents.reader(src.thread_id, cache=False, walk=True)
+    reader = engine.contents.reader(src.thread_id, m=src, cache=False, walk=True)
     changes: dict[str, dict[str, Any]] = {}
     objects: list[tuple[str, bytes]] = []
     for key, recs in history.holders(src).items():
@@ -89,10 +86,12 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
         content = await engine.contents.content_of(src, checkpoint_id)  # its history rows: all of it
         if rec["ref"]["type"] == "snapshot":
             ref = _copied_ref(new_thread_id, rec, new_id, copies)
+            if "replay" in ref:  # a chain root: its own rows (against the empty content) hold every list
+                ref["replay"] = 0
             size = int(ref.get("size", 0))
         else:
             key = layout.rewrite_snapshot_key(new_thread_id, rec["step"], new_id)
-            ref, objects, size = engine.contents.snapshot(new_thread_id, new_id, key, content, {})
+            ref, objects, size = engine.contents.snapshot(new_thread_id, new_id, key, content, lambda _: 0)
         rows = history.history_rows(engine, new_thread_id, new_id, history.EMPTY, content)
         meta = {k: v for k, v in rec.get("metadata", {}).items() if k != PINNED_KEY}
         meta[FORKED_FROM] = {"thread_id": src_thread, "checkpoint_id": checkpoint_id}

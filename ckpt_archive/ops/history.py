@@ -16,7 +16,7 @@ invariant holds after every commit that changes records.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import codec, limits
@@ -24,7 +24,7 @@ from ..delta import Delta, diff_checkpoint
 from ..engine import Engine
 from ..engine.chains import ChainReader
 from ..format import actions as A
-from ..format import crypto, layout, parts
+from ..format import crypto, layout, parts, replay
 from ..format.content import Content
 from ..format.manifest import Manifest, Record, history_ref
 from ..format.objects import GROUP_CHECKPOINTS, encode_segment
@@ -46,6 +46,44 @@ def history_rows(engine: Engine, thread_id: str, checkpoint_id: str, base: Conte
     if engine.encryption is not None:
         ops = crypto.seal_ops(engine.encryption, engine.root.archive_id, thread_id, checkpoint_id, ops)
     return ops
+
+
+def reach(
+    records: Mapping[str, Record],
+    inline: Mapping[str, Delta],
+    parent_id: str | None,
+    own: Delta,
+    where: list[replay.Place],
+) -> int:
+    """How many ancestors' history rows a load of a new snapshot (its parent ``parent_id``, its own
+    rows ``own``) replays the lists at ``where`` through (``ref.replay``): up to the nearest record whose
+    rows define each whole (``replay.touches``), or the lineage's root. Rows held inline are looked at;
+    at the first record whose rows are not (in a segment), the bound is that record's own ``replay``
+    from there (a save's snapshot: the previous snapshot of its chain) or, without one, its distance to
+    the root. A bound that falls short costs a load one round trip more, never a wrong list: the
+    replay goes on up the lineage and the content is checked against its digests."""
+    todo = [p for p in where if not replay.touches(own, p)]
+    d, at = 0, records.get(parent_id) if parent_id is not None else None
+    while todo and at is not None and d <= len(records):
+        d += 1
+        held = history_ref(at)
+        if held is not None and held.get("type") == "empty":
+            rows: Delta | None = []
+        elif held is not None and held.get("type") == "inline" and at["id"] in inline:
+            rows = inline[at["id"]]
+        else:
+            rows = None
+        parent = records.get(at["parent"]) if at.get("parent") is not None else None
+        if rows is None:
+            if "replay" in at["ref"]:
+                return d + int(at["ref"]["replay"])
+            while parent is not None and d <= len(records):  # the root is where every list is defined
+                d += 1
+                parent = records.get(parent["parent"]) if parent.get("parent") is not None else None
+            return d
+        todo = [p for p in todo if not replay.touches(rows, p)]
+        at = parent
+    return d
 
 
 def size(ops: Delta) -> int:

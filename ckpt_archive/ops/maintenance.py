@@ -23,7 +23,7 @@ held a row of a removed or replaced record is written again without it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypedDict
 
@@ -42,19 +42,12 @@ class Rebase:
     """The new full snapshots of one maintenance plan (re-based deltas, an edited checkpoint).
 
     One replay (``ChainReader``) rebuilds every content the plan needs, so an object two chains share
-    (a snapshot, a Parquet segment) is fetched once, not once per re-based record; a page the thread
-    stores, or one this plan writes, is reused and not written again.
+    (a snapshot, a Parquet segment) is fetched once, not once per re-based record.
     """
 
     def __init__(self, engine: Engine, m: Manifest) -> None:
         self.engine, self.m = engine, m
-        self.reader = engine.contents.reader(m.thread_id)
-        self.known: dict[str, dict[str, Any]] = {
-            p["digest"]: p
-            for rec in m.records.values()
-            if rec["ref"]["type"] == "snapshot"
-            for p in rec["ref"].get("pages", ())
-        }
+        self.reader = engine.contents.reader(m.thread_id, m=m)
         # blobs the thread references: a new snapshot of a content it holds needs none written (the
         # records that list them are in the manifest this commit is put against: spec.md section 5)
         self.known_blobs = {key for key in m.referenced_keys() if layout.is_blob_key(key)}
@@ -67,18 +60,25 @@ class Rebase:
     async def content(self, checkpoint_id: str) -> Content:
         return await self.reader.content(self.m.chain(checkpoint_id), self.m.inline)
 
-    def full(self, rec: Record, content: Content) -> tuple[dict[str, Any], int]:
+    def full(self, rec: Record, content: Content, records: Mapping[str, Record]) -> tuple[dict[str, Any], int]:
         """Plan a new full snapshot of ``content`` for ``rec`` (its objects added to ``writes``): (record
-        changes, bytes written).
+        changes, bytes written). ``records``: the thread's records after this plan, where its lists'
+        lineage is (a record whose parent leaves is a root: its own rows hold them; otherwise the
+        bound is its parent's, ``history.reach``: the rows this plan rewrites are not looked at).
 
         The changes carry the content's digests (or, encrypted, its key id and MACs) so the record stays provable.
         """
         thread_id = self.m.thread_id
         key = layout.rewrite_snapshot_key(thread_id, rec["step"], rec["id"])
+        parent = rec.get("parent")
         ref, objects, size = self.engine.contents.snapshot(
-            thread_id, rec["id"], key, content, self.known, self.known_blobs
+            thread_id,
+            rec["id"],
+            key,
+            content,
+            lambda where: history.reach(records, {}, parent, [], where),
+            self.known_blobs,
         )
-        self.known.update((p["digest"], p) for p in ref.get("pages", ()))
         self.known_blobs.update(k for k, _ in objects if layout.is_blob_key(k))
         self.writes.extend(objects)
         digest = self.engine.contents.digests(content, thread_id)
@@ -115,7 +115,7 @@ async def plan_removal(
         rec = after[cid]
         content = await rebase.content(cid)
         if rec["kind"] == "delta":
-            change, size = rebase.full(rec, content)
+            change, size = rebase.full(rec, content, after)
             actions.append(A.rebase(cid, change))
             after[cid] = {**rec, **change}
             report.rebased.append(cid)
@@ -239,11 +239,11 @@ async def update_state(engine: Engine, checkpoint_id: str, state: dict[str, Any]
         for cid in children:  # their history rows are against the edited content now
             content = await rebase.content(cid)
             if m.records[cid]["kind"] == "delta":
-                change, _ = rebase.full(m.records[cid], content)
+                change, _ = rebase.full(m.records[cid], content, after)
                 actions.append(A.rebase(cid, change))
                 after[cid] = {**m.records[cid], **change}
             rows.replace(after[cid], edited, content)
-        change, _ = rebase.full(rec, edited)
+        change, _ = rebase.full(rec, edited, after)
         edit = A.edit(checkpoint_id, change, version + 1)  # its new digests (``Rebase.full``) prove it anew
         actions.append(edit)
         after[checkpoint_id] = {**rec, **edit["set"]}

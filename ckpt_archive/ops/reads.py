@@ -59,7 +59,7 @@ __all__ = [
     "threads",
     "warm_head",
 ]
-from ..errors import CheckpointError, CheckpointNotFound, CorruptManifest
+from ..errors import CheckpointError, CheckpointNotFound, CorruptManifest, NeedsManifest
 from ..model import Checkpoint, CheckpointInfo, check_identifier
 from .save import parent_blobs
 
@@ -105,7 +105,7 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     wider one, ``next_window``); None when the log has
     moved on otherwise (the caller reads the manifest)."""
     chain, inline = hint_chain(hint)
-    if not chain:
+    if not chain or "replay" in chain[0]["ref"]:  # its lists replay from ancestors the hint does not hold
         return None
     seq, entry = int(hint["seq"]), hint["entry_sha256"]
     # the hint went out with its commit: is that commit the one at seq? (and the ones after it)
@@ -143,7 +143,10 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     if full:
         chain, found = [found[full[-1]][0]], found[full[-1] + 1 :]
     inline = {**inline, **{rec["id"]: ops for rec, ops in found}}
-    content = await reader.content(chain, inline)
+    try:
+        content = await reader.content(chain, inline)
+    except NeedsManifest:  # its snapshot replays lists from ancestors the hint does not hold
+        return None
     for rec, _ in found:  # each delta built on its parent's content, just built, and checked
         chain = [*chain, rec]
         content = await reader.content(chain, inline)
@@ -203,7 +206,7 @@ async def contents(
         m = await manifest(engine, thread_id)
     order = {cid: i for i, cid in enumerate(m.records)}
     wanted = sorted({c for c in checkpoint_ids if c in order}, key=order.__getitem__)
-    reader = engine.contents.reader(thread_id)
+    reader = engine.contents.reader(thread_id, m=m)
     chains = [m.chain(cid) for cid in wanted]
     await reader.fetch(reader.needed(chains))  # one batch: each object once, for every chain
     return {cid: await reader.content(chain, m.inline) for cid, chain in zip(wanted, chains, strict=True)}
@@ -349,7 +352,7 @@ async def history(engine: Engine, thread_id: str) -> AsyncIterator[Checkpoint]:
     layout.thread_dir(thread_id)
     await engine.root.check()
     m = await engine.log.manifest(thread_id)
-    async for rec, content in engine.contents.reader(thread_id, walk=True).each(m):
+    async for rec, content in engine.contents.reader(thread_id, m=m, walk=True).each(m):
         assert content is not None  # a strict replay raises instead
         yield engine.contents.checkpoint(thread_id, rec, content)
 

@@ -47,6 +47,7 @@ from .history import (
     moved,
     new_segment,
     place,
+    reach,
     segment_ref,
     tiers,
     updates,
@@ -221,15 +222,22 @@ async def prepare(
         if stored_ops > limits.INLINE_OPS_BYTES or stored_ops + inline_bytes(m) > limits.INLINE_TOTAL_BYTES:
             history, ops = ops, None  # against the parent, a record of this manifest: its history rows
     if ops is None:
-        key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
-        known = parent_pages(m, base)
-        ref, written, size = engine.contents.snapshot(m.thread_id, ckpt.checkpoint_id, key, content, known, known_blobs)
-        objects.extend(written)
-        record.update(kind="full", depth=0, ref=ref, bytes=size)
+        rows_base = parent_id if parent_id is not None and parent_id in m.records else None
         if history is None:  # against the parent when it is a record of this manifest, else the empty content
-            rows_base = parent_id if parent_id is not None and parent_id in m.records else None
             base_content = EMPTY if rows_base is None else await engine.contents.content_of(m, rows_base)
             history = history_rows(engine, m.thread_id, ckpt.checkpoint_id, base_content, content)
+        own = history
+        key = layout.snapshot_key(m.thread_id, ckpt.step, ckpt.checkpoint_id)
+        ref, written, size = engine.contents.snapshot(
+            m.thread_id,
+            ckpt.checkpoint_id,
+            key,
+            content,
+            lambda where: reach(m.records, m.inline, rows_base, own, where),
+            known_blobs,
+        )
+        objects.extend(written)
+        record.update(kind="full", depth=0, ref=ref, bytes=size)
         # the rows go into the segment this snapshot's compaction writes anyway, or stay inline in
         # this commit (until the next compaction), or, too big for either, to a segment of their own
         compact = compact_action(m, (ckpt.checkpoint_id, ckpt.step, history))
@@ -272,14 +280,6 @@ def inline_bytes(m: Manifest) -> int:
         if rec is not None:
             total += int(rec.get("bytes", 0)) if rec["kind"] == "delta" else rows_size(ops)
     return total
-
-
-def parent_pages(m: Manifest, parent_id: str | None) -> dict[str, dict[str, Any]]:
-    """Pages already stored that the new snapshot may reuse: those of the parent chain's snapshot."""
-    if parent_id is None:
-        return {}
-    base = m.chain(parent_id)[0]["ref"]
-    return {p["digest"]: p for p in base.get("pages", [])}
 
 
 def parent_blobs(m: Manifest, parent_id: str | None) -> set[str]:
@@ -359,7 +359,7 @@ async def merges(engine: Engine, m: Manifest) -> tuple[list[A.Action], list[tupl
     None when there is nothing to do."""
     inline = (INLINE, 0, inline_bytes(m), len(m.inline)) if m.inline else None
     plan = merge_plan(m, inline)
-    reader = engine.contents.reader(m.thread_id, walk=True)
+    reader = engine.contents.reader(m.thread_id, m=m, walk=True)
     await reader.fetch(sorted({key for keys, _ in plan for key in keys if key != INLINE}))
     actions: list[A.Action] = []
     objects: list[tuple[str, bytes]] = []

@@ -104,7 +104,7 @@ class RestoredState:
 async def replayed(engine: Engine, checkpoint_id: str, mode: Mode) -> RestoredState:
     """The checkpoint rebuilt from freshly read objects (the state cache neither serves nor keeps it)."""
     m, thread_id = await locate(engine, checkpoint_id)
-    reader = engine.contents.reader(thread_id, mode=mode, cache=False)
+    reader = engine.contents.reader(thread_id, m=m, mode=mode, cache=False)
     state, messages = await reader.content(m.chain(checkpoint_id), m.inline)
     return RestoredState(thread_id, checkpoint_id, state, tuple(reader.notes), messages)
 
@@ -283,7 +283,7 @@ async def _verify_states(engine: Engine, m: Manifest, report: VerifyReport) -> N
     """Rebuild every checkpoint, parent before child, from objects read once (one batch) and checked
     once: a damaged object is reported once (as what it is), and every checkpoint that needs it,
     directly or through its chain, as a ``BrokenChain``."""
-    reader = engine.contents.reader(m.thread_id, mode=Mode.REPORT, cache=False, walk=True)
+    reader = engine.contents.reader(m.thread_id, m=m, mode=Mode.REPORT, cache=False, walk=True)
     await reader.fetch(reader.needed(_chains(m)))
     async for rec, content in reader.each(m):
         report.checkpoints += 1

@@ -1,0 +1,210 @@
+"""Snapshot lists replayed from history rows (``format.replay``, spec.md section 5).
+
+The invariant: over any lineage of records (each one's rows ``diff(parent, content)``, or against the
+empty content at a root), a snapshot that stores its long lists as ``[]`` and rebuilds them from its
+lineage's rows -- from each list's nearest defining record, or from a content held for an ancestor --
+gives back exactly its content, whatever edits the lists went through: appends, splices (an item
+replaced or removed, the list cut, a prefix summarised), a set of the list or of the key enclosing it,
+its removal and return. And the bound a writer records (``ops.history.reach``) reaches far enough.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ckpt_archive as ca
+from ckpt_archive import codec
+from ckpt_archive.delta import diff_checkpoint
+from ckpt_archive.errors import BrokenChain, TruncatedObject
+from ckpt_archive.format import replay
+from ckpt_archive.format.content import Content
+from ckpt_archive.ops.history import reach
+
+EMPTY: Content = ({}, [])
+WHERE = dict(thread_id="t", checkpoint_id="c")
+
+
+def _edit(items: list[Any], data: st.DataObject, n: int) -> list[Any] | None:
+    """One edit of a list (None: the list goes)."""
+    kind = data.draw(st.sampled_from(["append", "append", "append", "splice", "cut", "summary", "set", "gone"]))
+    if kind == "append":
+        return items + [f"m{n}.{i}" for i in range(data.draw(st.integers(1, 6)))]
+    if kind == "splice" and items:
+        at = data.draw(st.integers(0, len(items) - 1))
+        remove = data.draw(st.integers(0, len(items) - at))
+        return items[:at] + [f"r{n}"] * data.draw(st.integers(0, 2)) + items[at + remove :]
+    if kind == "cut":
+        return items[: data.draw(st.integers(0, len(items)))]
+    if kind == "summary" and len(items) > 2:
+        return [f"summary {n}", *items[data.draw(st.integers(1, len(items))) :]]
+    if kind == "set":
+        return [f"s{n}.{i}" for i in range(data.draw(st.integers(0, 40)))]
+    if kind == "gone":
+        return None
+    return items
+
+
+def _content(lists: dict[str, list[Any] | None], n: int) -> Content:
+    state: dict[str, Any] = {"n": n}
+    if lists["top"] is not None:
+        state["top"] = lists["top"]
+    if lists["nested"] is not None:
+        state["chat"] = {"history": lists["nested"], "meta": n % 3}
+    return state, list(lists["messages"] or [])
+
+
+@st.composite
+def lineages(draw: st.DrawFn) -> tuple[list[Content], list[bool]]:
+    """Contents c0..cn and, for each, whether it is a root (its rows against the empty content)."""
+    data = draw(st.data())
+    lists: dict[str, list[Any] | None] = {"top": [], "nested": [], "messages": []}
+    contents, roots = [], []
+    for n in range(draw(st.integers(1, 14))):
+        for name in lists:
+            if data.draw(st.booleans()):
+                lists[name] = _edit(lists[name] or [], data, n)
+                if name == "messages" and lists[name] is None:
+                    lists[name] = []
+        contents.append(_content(lists, n))
+        roots.append(n == 0 or data.draw(st.integers(0, 9)) == 0)
+    return contents, roots
+
+
+def _rows(contents: list[Content], roots: list[bool]) -> list[list[dict[str, Any]]]:
+    return [diff_checkpoint(*(EMPTY if roots[i] else contents[i - 1]), *contents[i]) for i in range(len(contents))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(lineages(), st.integers(1, 40), st.data())
+def test_a_replayed_snapshot_is_its_content_from_any_base(
+    lineage: tuple[list[Content], list[bool]], items: int, data: st.DataObject
+) -> None:
+    contents, roots = lineage
+    rows = _rows(contents, roots)
+    old, replay.LIST_ITEMS = replay.LIST_ITEMS, items
+    try:
+        n = len(contents) - 1
+        state, messages = codec.loads(codec.dumps(contents[n]))  # what was saved, as JSON
+        content = (state, messages)
+        where = replay.places(content)
+        stored = replay.stub(content, where)
+        raw = codec.loads(codec.dumps(replay.encode(where)))
+        assert replay.decode(raw, stored, **WHERE) == where
+        # a reader holding the content of some ancestors (its cache) starts there if it comes first
+        known = {i for i in range(n) if data.draw(st.booleans(), label=f"known {i}")}
+        lists = {}
+        for place in where:
+            i = n
+            while True:
+                if i < n and i in known:
+                    lists[place] = replay.replay(place, replay.get(contents[i], place), rows[i + 1 :], **WHERE)
+                    break
+                if roots[i] or replay.touches(rows[i], place):
+                    lists[place] = replay.replay(place, None, rows[i:], **WHERE)
+                    break
+                i -= 1
+        assert replay.fill(stored, lists) == content
+    finally:
+        replay.LIST_ITEMS = old
+
+
+@settings(max_examples=200, deadline=None)
+@given(lineages())
+def test_the_reach_a_writer_records_covers_every_list(lineage: tuple[list[Content], list[bool]]) -> None:
+    """``ops.history.reach`` over records whose rows are held inline: no list's start is past it."""
+    contents, roots = lineage
+    rows = _rows(contents, roots)
+    old, replay.LIST_ITEMS = replay.LIST_ITEMS, 2
+    try:
+        n = len(contents) - 1
+        records = {
+            f"c{i}": {
+                "id": f"c{i}",
+                "kind": "delta",
+                "ref": {"type": "inline"},
+                "parent": None if roots[i] else f"c{i - 1}",
+            }
+            for i in range(n)
+        }
+        inline = {f"c{i}": rows[i] for i in range(n)}
+        where = replay.places(contents[n])
+        parent = None if roots[n] else f"c{n - 1}"
+        r = reach(records, inline, parent, rows[n], where)
+        for place in where:
+            i = n
+            while not (roots[i] or replay.touches(rows[i], place)):
+                i -= 1
+            assert n - i <= r
+    finally:
+        replay.LIST_ITEMS = old
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        ("x", "not a list"),
+        ([["messages"]], "not \\[target"),
+        ([[None, 1]], "not \\[target"),
+        ([["other", "messages"]], "unknown target"),
+        ([[None, "a"], [None, "a"]], "twice"),
+        ([[None, "b"]], "is not \\[\\]"),
+        ([[None, "a", "deeper"]], "is not \\[\\]"),
+    ],
+)
+def test_a_snapshot_whose_places_do_not_fit_it_is_refused(raw: Any, why: str) -> None:
+    with pytest.raises(TruncatedObject, match=why):
+        replay.decode(raw, ({"a": [], "b": [1]}, []), **WHERE)
+
+
+def test_rows_that_do_not_define_the_list_are_a_broken_chain() -> None:
+    with pytest.raises(BrokenChain):
+        replay.replay((None, ("a",)), None, [[{"op": "append", "path": ["a"], "value": [1]}]], **WHERE)
+    with pytest.raises(BrokenChain, match="rebuild the list"):
+        replay.replay((None, ("a",)), None, [[{"op": "set", "path": ["a"], "value": {"x": 1}}]], **WHERE)
+
+
+def _chat(archive: ca.Archive, n: int, thread: str = "t") -> list[ca.Checkpoint]:
+    saved, messages = [], []
+    parent = None
+    for step in range(n):
+        messages.append({"role": "user", "content": f"message {step}"})
+        ckpt = ca.Checkpoint.new(
+            thread, {"log": list(range(step)), "n": step}, step=step, parent_id=parent, messages=list(messages)
+        )
+        archive.save(ckpt)
+        saved.append(ckpt)
+        parent = ckpt.checkpoint_id
+    return saved
+
+
+def test_a_fresh_reader_loads_every_checkpoint_and_verify_is_clean(tmp_path: Any) -> None:
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=7)
+    saved = _chat(archive, 120)
+    archive.close()
+    fresh = ca.open_archive(url)
+    for ckpt in saved:
+        got = fresh.load_by_id(ckpt.checkpoint_id)
+        assert got is not None and got.state == ckpt.state and got.messages == ckpt.messages
+    report = fresh.verify()
+    assert report.ok, report
+
+
+def test_prune_keeps_every_kept_snapshot_replayable(tmp_path: Any) -> None:
+    """A prune makes the oldest kept record a root (its rows its whole content): the kept snapshots'
+    lists replay from there, with no rewrite of theirs."""
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=5)
+    saved = _chat(archive, 80)
+    archive.prune("t", ca.RetentionPolicy.keep_last(23))
+    archive.gc(grace=timedelta(0), unsafe_no_writers=True)
+    fresh = ca.open_archive(url)
+    for ckpt in saved[-23:]:
+        got = fresh.load_by_id(ckpt.checkpoint_id)
+        assert got is not None and got.state == ckpt.state and got.messages == ckpt.messages
+    assert fresh.verify().ok
