@@ -53,6 +53,7 @@ def parquet_bomb(checkpoint_id: str, rows: int = 1024, value: int = 1 << 20) -> 
         {
             "thread_id": pa.array(["t"] * rows),
             "checkpoint_id": pa.array([checkpoint_id] * rows),
+            "base_id": pa.array([None] * rows, pa.string()),
             "step": pa.array([1] * rows, pa.int64()),
             "op_index": pa.array(range(rows), pa.int64()),
             "op": pa.array(["set"] * rows),
@@ -87,6 +88,7 @@ def lying_segment(checkpoint_id: str, rows: int = 200, value: int = 8 << 20) -> 
     columns = [
         same(pa.array(["t"])),
         same(pa.array([checkpoint_id])),
+        same(pa.array([None], pa.string())),  # base_id
         same(pa.array([1], pa.int64())),
         pa.chunked_array([pa.array([i], pa.int64()) for i in range(rows)]),  # op_index
         same(pa.array(["set"])),
@@ -254,7 +256,8 @@ def test_a_segment_whose_footer_lies_costs_a_reader_nothing(tmp_path: Path, bomb
 def test_a_segment_in_an_encoding_that_expands_past_its_pages_is_refused() -> None:
     """DELTA_BYTE_ARRAY values share their predecessor's prefix, so they decode to more than their
     page's size; no segment is written in it, so a reader refuses it before pyarrow decodes it."""
-    rows = {"thread_id": ["t"] * 4, "checkpoint_id": ["c"] * 4, "step": [1] * 4, "op_index": [0, 1, 2, 3]}
+    rows = {"thread_id": ["t"] * 4, "checkpoint_id": ["c"] * 4, "base_id": [None] * 4, "step": [1] * 4}
+    rows["op_index"] = [0, 1, 2, 3]
     rows.update({"op": ["set"] * 4, "key": ["x"] * 4})
     rows.update({"path": ['["x"]'] * 4, "value": ["1"] * 4, "target": [None] * 4})
     buf = io.BytesIO()
@@ -269,7 +272,7 @@ def test_a_segment_in_an_encoding_that_expands_past_its_pages_is_refused() -> No
 def test_a_segment_that_says_parquet_mr_wrote_it_is_refused() -> None:
     """pyarrow reads past a column chunk's declared end for parquet-mr's files (PARQUET-816), where
     the page walk does not look; segments are written by pyarrow."""
-    data, _ = encode_segment("t", [("c", 1, [{"op": "set", "path": ["a"], "value": 1}])])
+    data, _ = encode_segment("t", [("c", 1, None, [{"op": "set", "path": ["a"], "value": 1}])])
     at = data.rfind(b"parquet-cpp-arrow")
     forged = data[:at] + b"parquet-mr".ljust(17) + data[at + 17 :]
     with pytest.raises(ca.TruncatedObject, match="parquet-mr"):
@@ -288,7 +291,7 @@ def test_a_page_header_of_any_bytes_is_read_or_refused_typed(data: bytes) -> Non
 
 def test_page_headers_of_a_written_segment_add_up_to_what_its_footer_declares() -> None:
     """The page walk and the footer agree on every segment this format writes (so none is refused)."""
-    entries = [(f"c{i}", i, [{"op": "set", "path": ["k", str(i)], "value": "v" * 50 * i}]) for i in range(1, 200)]
+    entries = [(f"c{i}", i, None, [{"op": "set", "path": ["k", str(i)], "value": "v" * 50 * i}]) for i in range(1, 200)]
     data, _ = encode_segment("t", entries)
     meta = pq.ParquetFile(io.BytesIO(data)).metadata
     for g in range(meta.num_row_groups):
@@ -546,6 +549,7 @@ def value_segment(checkpoint_id: str, value: bytes) -> bytes:
         {
             "thread_id": ["t"],
             "checkpoint_id": [checkpoint_id],
+            "base_id": pa.array([None], pa.string()),
             "step": pa.array([1], pa.int64()),
             "op_index": pa.array([0], pa.int64()),
             "op": ["set"],

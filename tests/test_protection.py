@@ -197,6 +197,7 @@ def test_a_segment_without_a_column_is_refused(column: str) -> None:
     rows = {
         "thread_id": ["t"],
         "checkpoint_id": ["c"],
+        "base_id": [None],
         "step": [1],
         "op_index": [0],
         "op": ["set"],
@@ -216,7 +217,7 @@ def test_a_segment_without_a_column_is_refused(column: str) -> None:
 def test_a_segment_of_another_thread_is_refused() -> None:
     """A segment's rows name their thread: one put under another thread's folder (a forger who also
     rewrites that thread's manifest to its digest) is a typed integrity error, not that thread's history."""
-    data, _ = encode_segment("theirs", [("c", 1, [{"op": "set", "path": ["a"], "value": 1}])])
+    data, _ = encode_segment("theirs", [("c", 1, None, [{"op": "set", "path": ["a"], "value": 1}])])
     assert SegmentReader(data, thread_id="theirs", key="k").ops("c", 0)[0]["value"] == 1
     with pytest.raises(ca.ForeignRows, match="rows of thread 'theirs'"):
         SegmentReader(data, thread_id="mine", key="k").ops("c", 0)

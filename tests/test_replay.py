@@ -19,11 +19,14 @@ from hypothesis import strategies as st
 
 import ckpt_archive as ca
 from ckpt_archive import codec
+from ckpt_archive._sync import run_sync
 from ckpt_archive.delta import diff_checkpoint
 from ckpt_archive.errors import BrokenChain, TruncatedObject
-from ckpt_archive.format import replay
+from ckpt_archive.format import layout, replay
 from ckpt_archive.format.content import Content
+from ckpt_archive.format.manifest import seal, unseal
 from ckpt_archive.ops.history import reach
+from ckpt_archive.storage import RoundTrips
 
 EMPTY: Content = ({}, [])
 WHERE = dict(thread_id="t", checkpoint_id="c")
@@ -208,3 +211,47 @@ def test_prune_keeps_every_kept_snapshot_replayable(tmp_path: Any) -> None:
         got = fresh.load_by_id(ckpt.checkpoint_id)
         assert got is not None and got.state == ckpt.state and got.messages == ckpt.messages
     assert fresh.verify().ok
+
+
+def _cold(url: str) -> tuple[RoundTrips, ca.Checkpoint | None]:
+    trips = RoundTrips(ca.open_store(url))
+    return trips, ca.ArchiveCheckpointer(trips).load("t")
+
+
+def test_a_fresh_reader_replays_the_head_from_the_hint_and_its_segments_in_two_round_trips(tmp_path: Any) -> None:
+    """The head hint names the thread's segments and each segment row its base (``base_id``): a fresh
+    reader fetches them with the snapshot and walks the lineage inside them, reading no manifest."""
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=10)
+    saved = _chat(archive, 95)
+    archive.close()
+    trips, got = _cold(url)
+    assert got is not None and got.messages == saved[-1].messages and got.state == saved[-1].state
+    assert trips.depth == 2 and not [k for _, k, _ in trips.calls if "/_parts/" in k], trips.calls
+
+
+@pytest.mark.parametrize("damage", ["drop", "bogus", "corrupt"])
+def test_a_hint_whose_segments_do_not_hold_the_lineage_hands_over_to_the_manifest(tmp_path: Any, damage: str) -> None:
+    """What the hint names is not trusted: a segment list missing one, naming one that is not there,
+    or a segment whose bytes changed (no digest in the hint) gives the same head through the manifest,
+    whose read checks every object (the changed one: a typed error, as any load)."""
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=10)
+    saved = _chat(archive, 95)
+    archive.close()
+    store = ca.open_store(url)
+    doc = unseal(run_sync(store.get(layout.head_key("t"))), "hint", kind="head hint")
+    assert len(doc["segments"]) >= 8
+    if damage == "corrupt":
+        key = f"{layout.segments_dir(layout.thread_dir('t'))}/{doc['segments'][2]}"
+        data = bytearray(run_sync(store.get(key)))
+        data[len(data) // 2] ^= 0xFF
+        run_sync(store.put(key, bytes(data)))
+        with pytest.raises(ca.IntegrityError):
+            _cold(url)
+        return
+    doc["segments"] = doc["segments"][1:] if damage == "drop" else [*doc["segments"], "000000000000-nothere.parquet"]
+    run_sync(store.put(layout.head_key("t"), codec.compress(seal(doc), "head hint", hot=True)))
+    trips, got = _cold(url)
+    assert got is not None and got.messages == saved[-1].messages
+    assert trips.depth > 2  # the manifest was read

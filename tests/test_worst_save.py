@@ -24,11 +24,9 @@ from ckpt_archive.storage import RoundTrips
 from ckpt_archive.testing import S3Server, count_calls
 
 INTERVAL = 10
-COLD_DEPTH = 5
-"""Round trips of a fresh reader's load: 3 while snapshots held their lists; a snapshot that replays
-its lists from its lineage's rows needs the manifest's records (marker and hint, the log, the parts,
-then the snapshot with its lineage's segments, and the segment a fold's compaction just wrote). The
-head hint naming the thread's segments would take it back to 3 (design note 008: not built)."""
+COLD_DEPTH = 3
+"""Round trips of a fresh reader's load: marker and hint, then the log probes with the snapshot and the
+segments the hint names (its lists' lineage rows), and the segment a fold's compaction just wrote."""
 
 
 def w1(steps: int) -> list[dict[str, Any]]:

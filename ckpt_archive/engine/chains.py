@@ -122,6 +122,9 @@ class ChainReader:
     ) -> None:
         self.service, self.thread_id, self.mode, self.cache, self.walk = service, thread_id, mode, cache, walk
         self.records = records
+        self.partial = False
+        """``records`` are what the head hint and the segments it names tell (``hinted``), not a manifest:
+        a lineage that leaves them hands over to the manifest, and nothing replayed is shared."""
         # fetched (None: absent; an error: refused by the store, raised when it is needed); not yet consumed
         self.objects: dict[str, bytes | ObjectTooLarge | None] = {}
         self.readers: OrderedDict[str, SegmentReader] = OrderedDict()
@@ -146,6 +149,10 @@ class ChainReader:
             self.states.move_to_end(key)
             return found
         return self.service.cached(key) if self.cache else None
+
+    def holds(self, rec: Record) -> bool:
+        """Is ``rec``'s content known to this reader (built, or in the state cache)?"""
+        return self._known(rec) is not None
 
     def _start(self, chain: list[Record]) -> tuple[int, Content | None]:
         """(index after the newest record of ``chain`` whose content is known, that content)."""
@@ -183,6 +190,10 @@ class ChainReader:
             if chain:
                 building.add(chain[-1]["id"])
         return sorted(k for k in keys if k not in self.objects and k not in self.readers and k not in self.texts)
+
+    def object(self, key: str) -> bytes | ObjectTooLarge | None:
+        """A fetched object as held (None: absent or not fetched)."""
+        return self.objects.get(key)
 
     def hold(self, keys: list[str], datas: Sequence[bytes | ObjectTooLarge | None]) -> None:
         """Objects fetched by the caller (alongside other requests), for the replays to come."""
@@ -487,6 +498,25 @@ class ChainReader:
             found = self.service.lists(key)
         return found
 
+    def hinted(self, chain: Iterable[Record], segments: Mapping[str, bytes | ObjectTooLarge | None]) -> None:
+        """Take the lineage from the head hint's records and the segments it names (fetched with its
+        chain): each row group's checkpoints stand for records of their rows (``base_id``: the parent
+        the rows are against). The segments are not checked against a record's digest (the hint
+        names none): what they replay is checked against the head's digests, and a reader that fails
+        here reads the manifest (``NeedsManifest``, or the failed check)."""
+        records: dict[str, Record] = {}
+        for key, data in segments.items():
+            if not isinstance(data, bytes):
+                raise NeedsManifest(f"segment {key!r} the head hint names cannot be read", thread_id=self.thread_id)
+            reader = SegmentReader(data, thread_id=self.thread_id, key=key)
+            for group in range(reader.row_groups):
+                for cid, base in reader.bases(group).items():
+                    ref = {"type": "segment", "key": key, "row_group": group}
+                    records[cid] = {"id": cid, "kind": "delta", "parent": base, "ref": ref}
+            self.readers[key] = reader
+        records.update((rec["id"], rec) for rec in chain)
+        self.records, self.partial = records, True
+
     def _keep_lists(self, rec: Record, lists: dict[replay.Place, list[Any]]) -> None:
         """Lists a replay went through at snapshot ``rec`` of the lineage: its own, if it is read next."""
         key = state_key(rec)
@@ -494,7 +524,7 @@ class ChainReader:
         self.lists.move_to_end(key)
         while len(self.lists) > _KEEP_STATES:
             self.lists.popitem(last=False)
-        if self.cache and self.mode is Mode.STRICT:
+        if self.cache and self.mode is Mode.STRICT and not self.partial:
             self.service.remember_lists(key, lists)
 
     def _lineage(self, rec: Record, n: int) -> list[Record]:
@@ -568,6 +598,8 @@ class ChainReader:
             ops = await self.history(r, inline)
             rows.append(ops)
             root = r.get("parent") is None or str(r["parent"]) not in self.records
+            if root and self.partial and r.get("parent") is not None:  # rows of no segment the hint names
+                raise NeedsManifest("its lineage leaves what the head hint names", thread_id=self.thread_id)
             for place in list(todo):
                 if root or replay.touches(ops, place):
                     start[place] = i

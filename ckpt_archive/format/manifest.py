@@ -337,6 +337,9 @@ class Manifest:
             "manifest_seq": manifest_seq,
             "chain": [self._with_ops(r) for r in chain],
         }
+        names = self.segment_names()  # where lists a snapshot replays have their rows: no manifest needed
+        if names:
+            doc["segments"] = names
         run = self.seq - (manifest_seq or 0)  # commits since the fold named (or the first)
         if 1 < run <= len(chain) and self.run_from is not None and self.run_from <= (manifest_seq or 0):
             doc["appends"] = run  # each appended the next of the chain's last ``run`` records
@@ -344,8 +347,18 @@ class Manifest:
         limits.check_written("head hint", raw, f"head hint of thread {self.thread_id!r}")
         return codec.compress(raw, "head hint", hot=True)  # rewritten every few saves: codec.HOT_LEVEL
 
+    def segment_names(self) -> list[str]:
+        """The names (in the thread's ``deltas/``) of every segment holding a record's history rows:
+        what a reader of the head hint alone fetches to replay the head snapshot's lists (spec.md
+        section 7). O(records), once per hint."""
+        prefix = layout.segments_dir(layout.thread_dir(self.thread_id)) + "/"
+        keys = {
+            held["key"] for rec in self.records.values() if (held := history_ref(rec)) and held["type"] == "segment"
+        }
+        return sorted(key[len(prefix) :] for key in keys if key.startswith(prefix))
+
     def _with_ops(self, record: Record) -> Record:
-        if record["ref"]["type"] == "inline":
+        if record["ref"]["type"] == "inline" or (record["kind"] == "full" and holds_inline(record)):
             return {**record, "ops": self.inline.get(record["id"], [])}
         return record
 

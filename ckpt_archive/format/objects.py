@@ -31,6 +31,7 @@ SEGMENT_SCHEMA = pa.schema(
     [
         ("thread_id", pa.string()),
         ("checkpoint_id", pa.string()),
+        ("base_id", pa.string()),
         ("step", pa.int64()),
         ("op_index", pa.int64()),
         ("op", pa.string()),
@@ -45,7 +46,9 @@ files alone needs no hive partition inference (which turns ``007`` into 7, mangl
 reads ``__HIVE_DEFAULT_PARTITION__`` as null); ``op_index`` is the op's position among its checkpoint's
 ops (0, 1, ...), so a reader of the files alone orders a thread's history by ``step``, ``checkpoint_id``,
 ``op_index`` whatever order the files and row groups come in; ``target`` is null for a state op and
-``"messages"`` for an op on the message list."""
+``"messages"`` for an op on the message list; ``base_id`` is the checkpoint the rows are against (the
+record's parent in the thread; null: the empty content), so a reader holding only the segments walks a
+lineage (a snapshot's replayed lists, spec.md section 5) without the manifest."""
 # Statistics on JSON values would store each large value twice more (min/max); keep them where they
 # help predicate pushdown. Not on thread_id: one thread per file, and its min/max would cost ~110 bytes
 # per segment (measured: +128 bytes per segment for the column without them, +238 with them).
@@ -53,7 +56,7 @@ _PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd",
     "compression_level": 9,
     "write_statistics": ["step"],
-    "use_dictionary": ["thread_id", "checkpoint_id", "op", "key", "target"],
+    "use_dictionary": ["thread_id", "checkpoint_id", "base_id", "op", "key", "target"],
     "write_page_index": False,
     # no ARROW:schema entry (~700 bytes of base64 per segment): the Parquet types read back the same
     "store_schema": False,
@@ -168,9 +171,10 @@ spec.md section 6) stay within the row group bounds a reader checks (``limits.VA
 
 
 def encode_segment(
-    thread_id: str, entries: Sequence[tuple[str, int, Delta]]
+    thread_id: str, entries: Sequence[tuple[str, int, str | None, Delta]]
 ) -> tuple[bytes, dict[str, tuple[int, int]]]:
-    """Checkpoints with at least one op, in order, as rows of consecutive row groups.
+    """Checkpoints with at least one op, in order, as rows of consecutive row groups; each entry is
+    (checkpoint id, step, base id: the checkpoint its rows are against or None, ops).
 
     Returns (bytes, {checkpoint_id: (row_group, bytes)}), ``bytes`` being the checkpoint's share of
     its row group's compressed size (by the size of its ops), for listings and stats.
@@ -180,7 +184,7 @@ def encode_segment(
     schema = SEGMENT_SCHEMA
     groups: list[list[tuple[str, dict[str, list[Any]], int]]] = [[]]
     weight = 0
-    for checkpoint_id, step, ops in entries:
+    for checkpoint_id, step, base_id, ops in entries:
         if not ops:
             continue
         cols: dict[str, list[Any]] = {name: [] for name in SEGMENT_SCHEMA.names}
@@ -188,6 +192,7 @@ def encode_segment(
             path = op["path"]
             cols["thread_id"].append(thread_id)
             cols["checkpoint_id"].append(checkpoint_id)
+            cols["base_id"].append(base_id)
             cols["step"].append(step)
             cols["op_index"].append(index)
             cols["op"].append(op["op"])
@@ -219,7 +224,7 @@ def encode_segment(
     return data, placed
 
 
-_STRINGS = ["thread_id", "checkpoint_id", "op", "key", "path", "value", "target"]
+_STRINGS = ["thread_id", "checkpoint_id", "base_id", "op", "key", "path", "value", "target"]
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = 0, 2, 8
 _ENCODINGS = {
@@ -355,6 +360,21 @@ class SegmentReader:
             ) from None
         return list(dict.fromkeys(rows["checkpoint_id"]))
 
+    def bases(self, row_group: int) -> dict[str, str | None]:
+        """Each checkpoint of a row group and the checkpoint its rows are against (None: the empty
+        content); a checkpoint whose rows name two bases is ``TruncatedObject``."""
+        self.checkpoint_ids(row_group)
+        rows = self._rows[row_group]
+        out: dict[str, str | None] = {}
+        for cid, base in zip(rows["checkpoint_id"], rows["base_id"], strict=True):
+            if out.setdefault(cid, base) != base:
+                raise TruncatedObject(
+                    f"row group {row_group} of the delta segment names two bases of {cid!r}",
+                    thread_id=self.thread_id,
+                    key=self.key,
+                )
+        return out
+
     def _read(self, row_group: int, checkpoint_id: str | None) -> dict[str, list[Any]]:
         """The columns of one row group as lists, refused (``ObjectTooLarge``) when the footer declares
         more rows or bytes than a writer puts in a row group, or its values would decode to more."""
@@ -367,7 +387,7 @@ class SegmentReader:
             )
         declared = sum(meta.column(c).total_uncompressed_size for c in range(meta.num_columns))
         limits.check_read(self.group, declared, what, **where)
-        columns = ["thread_id", "checkpoint_id", "op_index", "op", "path", "value", "target"]
+        columns = ["thread_id", "checkpoint_id", "base_id", "op_index", "op", "path", "value", "target"]
         chunks = {meta.column(c).path_in_schema: meta.column(c) for c in range(meta.num_columns)}
         paged = sum(self._pages(chunks[name], meta.num_rows, f"column {name!r} of {what}", where) for name in columns)
         limits.check_read(self.group, paged, f"{what} (its pages)", **where)

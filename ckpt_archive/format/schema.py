@@ -246,6 +246,10 @@ def check_folded(doc: dict[str, Any], thread_id: str, key: str | None = None) ->
         check_record(rec, thread_id, key)
 
 
+MAX_HINT_SEGMENTS = 65_536
+"""Segment names a head hint may list (a reader fetches them all: one thread's segments)."""
+
+
 def check_hint(doc: dict[str, Any], thread_id: str) -> None:
     """A head hint is only used when every field has the right shape."""
     chain = doc.get("chain", [])
@@ -259,6 +263,15 @@ def check_hint(doc: dict[str, Any], thread_id: str) -> None:
         check_record({k: v for k, v in rec.items() if k != "ops"} if isinstance(rec, dict) else rec, thread_id)
         if not isinstance(rec.get("ops", []), list):
             raise CorruptManifest("malformed head hint: ops", thread_id=thread_id)
+    segments = doc.get("segments", [])  # names in the thread's deltas/: the head snapshot's lineage rows
+    if not isinstance(segments, list) or len(segments) > MAX_HINT_SEGMENTS:
+        raise CorruptManifest("malformed head hint: segments", thread_id=thread_id)
+    folder = layout.segments_dir(layout.thread_dir(thread_id))
+    try:
+        for name in segments:
+            check_object_key(f"{folder}/{name}" if isinstance(name, str) else name, thread_id, layout.DELTAS)
+    except _Bad:
+        raise CorruptManifest("malformed head hint: segments", thread_id=thread_id) from None
     appends = doc.get("appends")  # the commits after its fold, each one add of the chain's last records
     if appends is not None and not (
         _int(appends) and 1 < appends <= len(chain) and appends == doc["seq"] - (manifest_seq or 0)

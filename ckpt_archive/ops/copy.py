@@ -54,7 +54,17 @@ async def _segments_for(
     changes: dict[str, dict[str, Any]] = {}
     objects: list[tuple[str, bytes]] = []
     for key, recs in history.holders(src).items():
-        items = [(rec, mapping[rec["id"]], await reader.history_ops(rec, src.inline)) for rec in recs]
+        items = []
+        for rec in recs:
+            base = history.base_of(src, rec)
+            items.append(
+                (
+                    rec,
+                    mapping[rec["id"]],
+                    None if base is None else mapping[base],
+                    await reader.history_ops(rec, src.inline),
+                )
+            )
         made, written = history.reencode(dst, items, history.level_of(key))
         objects.append(written)
         changes.update((rec["id"], made[mapping[rec["id"]]]) for rec in recs)
@@ -113,7 +123,7 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
         elif history.fits_inline(rows, 0, 0):
             record["rows"], inline_rows = {"type": "inline"}, rows
         else:
-            refs, written = history.place(new_thread_id, [(new_id, int(rec["step"]), rows)])
+            refs, written = history.place(new_thread_id, [(new_id, int(rec["step"]), None, rows)])
             record["rows"] = refs[new_id]
             objects = [*objects, *written]
         _into_new(new_thread_id, m)

@@ -33,8 +33,8 @@ EMPTY: Content = ({}, [])
 """The base of a record whose parent is not a record of its manifest (a chain root, a fork, a copy's
 first record, a record whose parent was pruned)."""
 
-Entry = tuple[str, int, Delta]
-"""(checkpoint id, step, history rows as stored) of one record."""
+Entry = tuple[str, int, str | None, Delta]
+"""(checkpoint id, step, base id: the record its rows are against or None, history rows as stored)."""
 
 
 def history_rows(engine: Engine, thread_id: str, checkpoint_id: str, base: Content, content: Content) -> Delta:
@@ -93,8 +93,13 @@ def size(ops: Delta) -> int:
 
 def base_of(m: Manifest, rec: Record) -> str | None:
     """The record whose content ``rec``'s history rows are taken against (None: the empty content)."""
+    return base_in(m.records, rec)
+
+
+def base_in(records: Mapping[str, Record], rec: Record) -> str | None:
+    """``base_of`` among ``records`` (the records a plan leaves)."""
     parent = rec.get("parent")
-    return parent if parent is not None and parent in m.records and parent != rec["id"] else None
+    return parent if parent is not None and parent in records and parent != rec["id"] else None
 
 
 def segment_ref(key: str, data: bytes, row_group: int) -> dict[str, Any]:
@@ -143,22 +148,22 @@ def place(thread_id: str, entries: Sequence[Entry]) -> tuple[dict[str, dict[str,
         if batch:
             key, data, placed = new_segment(thread_id, batch)
             objects.append((key, data))
-            refs.update((cid, segment_ref(key, data, placed[cid][0])) for cid, _, _ in batch)
+            refs.update((cid, segment_ref(key, data, placed[cid][0])) for cid, _, _, _ in batch)
         batch, weight = [], 0
 
-    for cid, step, ops in entries:
+    for cid, step, base, ops in entries:
         if not ops:
             refs[cid] = {"type": "empty"}
             continue
         n = size(ops)
         if n > limits.INLINE_TOTAL_BYTES:
-            key, data, placed = new_segment(thread_id, [(cid, step, ops)], history=True)
+            key, data, placed = new_segment(thread_id, [(cid, step, base, ops)], history=True)
             objects.append((key, data))
             refs[cid] = segment_ref(key, data, placed[cid][0])
             continue
         if weight + n > limits.INLINE_TOTAL_BYTES or len(batch) >= limits.MAX_INLINE_DELTAS:
             flush()
-        batch.append((cid, step, ops))
+        batch.append((cid, step, base, ops))
         weight += n
     flush()
     return refs, objects
@@ -171,18 +176,18 @@ def _holder(rec: Record) -> str | None:
 
 
 def reencode(
-    thread_id: str, items: Sequence[tuple[Record, str, Delta]], level: int = 0
+    thread_id: str, items: Sequence[tuple[Record, str, str | None, Delta]], level: int = 0
 ) -> tuple[dict[str, dict[str, Any]], tuple[str, bytes]]:
-    """The history rows of ``items`` (record, id it gets, its rows as stored), read from one segment,
+    """The history rows of ``items`` (record, id it gets, base id, rows as stored), read from one segment,
     written again as one segment of thread ``thread_id`` (the one segment writer) of tier ``level``
     (the tier of the segment it replaces): ({new id: record changes}, (key, bytes)). What a
     maintenance commit does to a segment that held stale rows, and what ``copy_thread`` does to every
     segment (rows under the copy's thread and ids)."""
-    big = any(size(ops) > limits.INLINE_TOTAL_BYTES for _, _, ops in items)  # a history segment's one record
-    entries = [(new_id, int(rec["step"]), ops) for rec, new_id, ops in items]
+    big = any(size(ops) > limits.INLINE_TOTAL_BYTES for _, _, _, ops in items)  # a history segment's one record
+    entries = [(new_id, int(rec["step"]), base, ops) for rec, new_id, base, ops in items]
     key, data, placed = new_segment(thread_id, entries, history=big, level=level)
     changes = {
-        new_id: moved(rec, segment_ref(key, data, placed[new_id][0]), placed[new_id][1]) for rec, new_id, _ in items
+        new_id: moved(rec, segment_ref(key, data, placed[new_id][0]), placed[new_id][1]) for rec, new_id, _, _ in items
     }
     return changes, (key, data)
 
@@ -349,12 +354,17 @@ class Rewrite:
         actions: list[A.UpdateAction] = []
         objects: list[tuple[str, bytes]] = []
         for key, recs in rewritten.items():
-            changes, segment = reencode(thread_id, [(rec, rec["id"], ops) for rec, ops in recs], level_of(key))
+            items = [(rec, rec["id"], base_in(after, rec), ops) for rec, ops in recs]
+            changes, segment = reencode(thread_id, items, level_of(key))
             objects.append(segment)
             actions += updates(changes)
             for cid, change in changes.items():
                 after[cid] = {**after[cid], **change}
-        entries = [(cid, int(after[cid]["step"]), ops) for cid, ops in self.replaced.items() if cid in after]
+        entries = [
+            (cid, int(after[cid]["step"]), base_in(after, after[cid]), ops)
+            for cid, ops in self.replaced.items()
+            if cid in after
+        ]
         refs, written = place(thread_id, entries)
         objects += written
         for cid, ref in refs.items():

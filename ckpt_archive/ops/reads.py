@@ -105,14 +105,23 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     wider one, ``next_window``); None when the log has
     moved on otherwise (the caller reads the manifest)."""
     chain, inline = hint_chain(hint)
-    if not chain or "replay" in chain[0]["ref"]:  # its lists replay from ancestors the hint does not hold
+    if not chain:
         return None
+    folder = layout.segments_dir(layout.thread_dir(thread_id))
+    # the segments holding the lineage rows a snapshot replays lists from: fetched with the chain when
+    # the hint's snapshot replays, or with a newer snapshot of the commits after the hint
+    named = [f"{folder}/{name}" for name in hint.get("segments", [])]
+    lineage = named if "replay" in chain[0]["ref"] and engine.encryption is None else []
     seq, entry = int(hint["seq"]), hint["entry_sha256"]
     # the hint went out with its commit: is that commit the one at seq? (and the ones after it)
     window = engine.root.probe_window  # as far as this process's own writes let a hint trail
     logs = [layout.log_key(thread_id, s) for s in hint_probes(seq, window)]
     reader = engine.contents.reader(thread_id)
     keys = reader.needed([chain])  # what the state cache does not hold
+    if lineage and reader.holds(chain[0]):
+        lineage = []
+    keys += [k for k in lineage if k not in keys]
+    hints: list[Record] = [*chain]
     probes, datas = await asyncio.gather(engine.store.get_many(logs), engine.store.get_many(keys))
     own = probes.pop(0)
     if own is None or codec.sha256(own) != entry:  # its commit never landed, or lost the race
@@ -140,13 +149,26 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     # a save's snapshot in the run (its hint and fold go out with the next commit) starts the chain
     # anew: its objects are read in one round trip more (3 in all), the hint's chain is not built
     full = [i for i, (rec, _) in enumerate(found) if rec["kind"] == "full"]
+    hints += [rec for rec, _ in found]  # all of it: a snapshot's lineage runs through the commits before it
+    inline = {**inline, **{rec["id"]: ops for rec, ops in found}}
     if full:
         chain, found = [found[full[-1]][0]], found[full[-1] + 1 :]
-    inline = {**inline, **{rec["id"]: ops for rec, ops in found}}
+    replays = "replay" in chain[0]["ref"] and not reader.holds(chain[0])
     try:
+        if replays:
+            if engine.encryption is not None or "segments" not in hint:  # sealed rows need their records
+                return None
+            if not lineage:  # a snapshot of the run: its lineage with its own objects, one round trip
+                lineage = named
+                await reader.fetch(sorted({*reader.needed([chain]), *named}))
+            reader.hinted(hints, {k: reader.object(k) for k in lineage})
         content = await reader.content(chain, inline)
     except NeedsManifest:  # its snapshot replays lists from ancestors the hint does not hold
         return None
+    except CheckpointError:
+        if not replays:
+            raise
+        return None  # what the hint's segments replayed failed a check: the manifest's read says why
     for rec, _ in found:  # each delta built on its parent's content, just built, and checked
         chain = [*chain, rec]
         content = await reader.content(chain, inline)

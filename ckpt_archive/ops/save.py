@@ -41,6 +41,7 @@ from .history import (
     EMPTY,
     INLINE,
     absorb,
+    base_of,
     fits_inline,
     history_rows,
     merge_plan,
@@ -240,7 +241,7 @@ async def prepare(
         record.update(kind="full", depth=0, ref=ref, bytes=size)
         # the rows go into the segment this snapshot's compaction writes anyway, or stay inline in
         # this commit (until the next compaction), or, too big for either, to a segment of their own
-        compact = compact_action(m, (ckpt.checkpoint_id, ckpt.step, history))
+        compact = compact_action(m, (ckpt.checkpoint_id, ckpt.step, rows_base, history))
         joined = compact[2] if compact is not None else None
         inline_rows = None
         if joined is not None:
@@ -250,7 +251,7 @@ async def prepare(
         elif compact is None and fits_inline(history, 0, 0):
             record["rows"], inline_rows = {"type": "inline"}, history
         else:
-            refs, written = place(m.thread_id, [(ckpt.checkpoint_id, ckpt.step, history)])
+            refs, written = place(m.thread_id, [(ckpt.checkpoint_id, ckpt.step, rows_base, history)])
             record["rows"] = refs[ckpt.checkpoint_id]
             objects.extend(written)
         actions.append(A.add(record, inline_rows))
@@ -298,7 +299,7 @@ rows it moved), the objects to write first, and the ``rows`` ref of the full rec
 
 def compact_action(
     m: Manifest,
-    new: tuple[str, int, list[dict[str, Any]]] | None = None,
+    new: tuple[str, int, str | None, list[dict[str, Any]]] | None = None,
     absorbed: list[tuple[Record, list[dict[str, Any]]]] | None = None,
     level: int = 0,
     *,
@@ -316,12 +317,12 @@ def compact_action(
     if not source and not absorbed:
         return None
     held = {rec["id"]: ops for rec, ops in absorbed or []}
-    entries: list[tuple[str, int, list[dict[str, Any]]]] = []
+    entries: list[tuple[str, int, str | None, list[dict[str, Any]]]] = []
     for cid, rec in m.records.items():  # in record order: commit order, as a row group holds them
         ops = source.get(cid, held.get(cid))
         if ops is not None:
-            entries.append((cid, int(rec["step"]), ops))
-    joined = new is not None and bool(new[2]) and fits_inline(new[2], inline_bytes(m), 0)
+            entries.append((cid, int(rec["step"]), base_of(m, rec), ops))
+    joined = new is not None and bool(new[3]) and fits_inline(new[3], inline_bytes(m), 0)
     if joined:
         assert new is not None
         entries.append(new)
@@ -331,7 +332,7 @@ def compact_action(
     actions: list[A.Action] = []
     if source:
         row_groups = {cid: placed for cid, placed in groups.items() if cid in source}
-        empty = [cid for cid, _, ops in entries if not ops and cid in source]
+        empty = [cid for cid, _, _, ops in entries if not ops and cid in source]
         actions.append(A.compact(key, codec.sha256(data), len(data), row_groups, empty))
     changes = {
         rec["id"]: moved(rec, segment_ref(key, data, groups[rec["id"]][0]), groups[rec["id"]][1])

@@ -320,8 +320,9 @@ async def _check_rows(reader: ChainReader, m: Manifest, rec: Record, content: Co
 
 
 async def _stale_rows(reader: ChainReader, m: Manifest) -> list[CheckpointError]:
-    """Rows of the segments the records reference that belong to no record's history (``StaleRows``):
-    a reader of the files alone would count them. Each segment is read and checked once."""
+    """Rows of the segments the records reference that belong to no record's history, or name another
+    base than the record's (``StaleRows``): a reader of the files alone would count them, or walk a
+    wrong lineage. Each segment is read and checked once."""
     out: list[CheckpointError] = []
     for key, recs in history.holders(m).items():
         expected = {(int((history_ref(rec) or {})["row_group"]), rec["id"]) for rec in recs}
@@ -329,11 +330,23 @@ async def _stale_rows(reader: ChainReader, m: Manifest) -> list[CheckpointError]
             segment = await reader.history_segment(recs[0])
             assert segment is not None
             found = [(g, cid) for g in range(segment.row_groups) for cid in segment.checkpoint_ids(g)]
+            bases = {g: segment.bases(g) for g in {g for g, _ in found}}
         except CheckpointError as exc:  # reported by the checkpoints that need it too
             if not any(getattr(p, "key", None) == key for p in reader.problems):
                 out.append(exc)
             continue
         for group, cid in found:
+            if (group, cid) in expected and bases[group][cid] != history.base_of(m, m.records[cid]):
+                out.append(
+                    StaleRows(
+                        f"row group {group} says the rows of checkpoint {cid!r} are against "
+                        f"{bases[group][cid]!r}, not its base {history.base_of(m, m.records[cid])!r}: a reader "
+                        "walking the segments misreads its lineage; copy the thread to write them again",
+                        thread_id=m.thread_id,
+                        checkpoint_id=cid,
+                        key=key,
+                    )
+                )
             if (group, cid) not in expected:
                 what = "no record" if cid not in m.records else "a record whose history rows are elsewhere"
                 out.append(
