@@ -188,7 +188,7 @@ def test_list_all_parses_each_segment_once(monkeypatch: pytest.MonkeyPatch) -> N
     from ckpt_archive.format import objects
 
     url = "memory://lg-reads-segments"
-    _chat(ArchiveSaver.from_url(url, full_snapshot_interval=10), "t", 150)  # 14 segments
+    _chat(ArchiveSaver.from_url(url, full_snapshot_interval=10), "t", 150)  # 14 compactions
     parsed: list[str] = []
     real = objects.SegmentReader.__init__
 
@@ -199,7 +199,7 @@ def test_list_all_parses_each_segment_once(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(objects.SegmentReader, "__init__", counting)
     got = list(ArchiveSaver.from_url(url).list({"configurable": {"thread_id": "t"}}))
     assert len(got) == 150
-    assert len(parsed) == len(set(parsed)) > 10
+    assert len(parsed) == len(set(parsed)) >= 4  # 14 tier-0 segments, merged by tier at the saves
 
 
 def test_list_finds_each_message_cell_by_identity_not_by_serialising_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -134,13 +134,15 @@ def test_any_sealed_document_round_trips_through_the_dictionary(body: dict[str, 
 
 def test_a_fold_carries_at_most_36_records_however_long_the_thread(tmp_path: Path) -> None:
     """A fold re-carries the records no part holds; parts of 32 keep that to 36 (it was 72 with parts of 64,
-    and W1's folds took 365,785 bytes instead of 225,076), and the thread reads back whole."""
+    and W1's folds took 365,785 bytes instead of 225,076), and the thread reads back whole. A save that
+    merges segments re-points a run of records: the parts it changes mostly are written again, the (at
+    most two) it changes at most half of ride as overrides until they merge: 32 more at most."""
     root = tmp_path / "a"
     archive = _chat(root, 200)
     folds = {p: d for p, d in _log(root).items() if p.endswith(layout.FOLDED_SUFFIX)}
     assert len(folds) >= 19
     carried = [len(unseal(d, "fold", kind="folded manifest")["records"]) for d in folds.values()]
-    assert max(carried) <= 36, carried
+    assert max(carried) <= 36 + 32, carried
     fresh = ca.open_archive(str(root))
     assert [i.checkpoint_id for i in fresh.list("t")] == [i.checkpoint_id for i in archive.list("t")]
     assert fresh.verify().ok

@@ -241,9 +241,9 @@ def test_a_hint_whose_segments_do_not_hold_the_lineage_hands_over_to_the_manifes
     archive.close()
     store = ca.open_store(url)
     doc = unseal(run_sync(store.get(layout.head_key("t"))), "hint", kind="head hint")
-    assert len(doc["segments"]) >= 8
+    assert len(doc["segments"]) >= 2
     if damage == "corrupt":
-        key = f"{layout.segments_dir(layout.thread_dir('t'))}/{doc['segments'][2]}"
+        key = f"{layout.segments_dir(layout.thread_dir('t'))}/{doc['segments'][0]}"
         data = bytearray(run_sync(store.get(key)))
         data[len(data) // 2] ^= 0xFF
         run_sync(store.put(key, bytes(data)))

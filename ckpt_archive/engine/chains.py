@@ -150,6 +150,14 @@ class ChainReader:
             return found
         return self.service.cached(key) if self.cache else None
 
+    def held_segment(self, key: str, rec: Record) -> SegmentReader | None:
+        """The engine's parsed segment ``key`` holding ``rec``'s rows, when it holds it (checked when
+        it was parsed; never fetched here)."""
+        held = history_ref(rec)
+        if held is None or held.get("key") != key or not (self.cache and self.mode is Mode.STRICT):
+            return None
+        return self.service.segment(f"{key}@{held.get('sha256')}")
+
     def holds(self, rec: Record) -> bool:
         """Is ``rec``'s content known to this reader (built, or in the state cache)?"""
         return self._known(rec) is not None
@@ -201,7 +209,7 @@ class ChainReader:
 
     async def fetch(self, keys: list[str]) -> None:
         """One concurrent batch of GETs; nothing when ``keys`` is empty."""
-        missing = [k for k in keys if k not in self.objects]
+        missing = [k for k in keys if k not in self.objects and k not in self.readers]
         if missing:
             self.hold(missing, await self.service.store.get_each(missing))
 

@@ -466,11 +466,25 @@ def hint_probes(seq: int, window: int) -> list[int]:
 
 def _appended_full(actions: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The ``add`` action of a save's snapshot: one ``add`` of a full record, and otherwise only the
-    ``compact`` that moved the thread's inline deltas into a segment (which changes no content)."""
+    ``compact`` that moved the thread's inline deltas into a segment and, when it merged segments, the
+    ``update``s re-pointing records to the merged one and the ``tombstone`` of the merged-away ones
+    (none of which changes a content)."""
     adds = [a for a in actions if a.get("action") == A.ADD]
-    if len(adds) != 1 or any(a.get("action") not in (A.ADD, A.COMPACT) for a in actions):
+    if len(adds) != 1 or not all(a.get("action") in (A.ADD, A.COMPACT, A.TOMBSTONE) or _repoint(a) for a in actions):
         return None
     return adds[0] if adds[0]["record"].get("kind") == "full" else None
+
+
+def _repoint(action: Mapping[str, Any]) -> bool:
+    """An ``update`` that only moves a record's history rows to a segment (``history.moved``)."""
+    changes = action.get("set") if action.get("action") == A.UPDATE else None
+    if not isinstance(changes, dict) or not changes.keys() <= {"ref", "rows", "bytes"}:
+        return False
+    return all(
+        isinstance(changes.get(k), dict) and changes[k].get("type") == "segment"
+        for k in ("ref", "rows")
+        if k in changes
+    )
 
 
 def appended(docs: list[dict[str, Any]], thread_id: str, seq: int, head: str) -> list[tuple[Record, Delta]] | None:

@@ -35,6 +35,7 @@ from ..format import actions as A
 from ..format import crypto, layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, now_iso, ref_keys
+from ..format.objects import SegmentReader
 from ..model import Checkpoint, check_identifier, is_resave
 from . import history as hist
 from .history import (
@@ -241,7 +242,7 @@ async def prepare(
         record.update(kind="full", depth=0, ref=ref, bytes=size)
         # the rows go into the segment this snapshot's compaction writes anyway, or stay inline in
         # this commit (until the next compaction), or, too big for either, to a segment of their own
-        compact = compact_action(m, (ckpt.checkpoint_id, ckpt.step, rows_base, history))
+        compact = await save_compaction(engine, m, (ckpt.checkpoint_id, ckpt.step, rows_base, history))
         joined = compact[2] if compact is not None else None
         inline_rows = None
         if joined is not None:
@@ -259,6 +260,12 @@ async def prepare(
             compacted, segment, _ = compact
             objects.extend(segment)
             actions.extend(compacted)
+            for segment_key, data in segment:  # this writer's next merge at a save reads it from here
+                engine.contents.remember_segment(
+                    f"{segment_key}@{codec.sha256(data)}",
+                    SegmentReader(data, thread_id=m.thread_id, key=segment_key),
+                    len(data),
+                )
     else:
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
@@ -270,6 +277,39 @@ async def prepare(
             record.update(ref={"type": "empty"}, bytes=0)
             actions.append(A.add(record))
     return actions, objects
+
+
+async def save_compaction(
+    engine: Engine, m: Manifest, new: tuple[str, int, str | None, list[dict[str, Any]]]
+) -> Compaction | None:
+    """A save's compaction (``compact_action``): the thread's inline rows and ``new`` into one segment;
+    or, when that segment completes a run of ``SEGMENT_FANOUT`` segments of a tier (``merge_plan``)
+    and this engine holds every segment the merge absorbs (parsed and checked: it wrote or read them,
+    ``Contents.segment``), the merged segment in its place, reading nothing. The save then writes as
+    many objects as without the merge (its ``update``s re-point the absorbed records, its tombstone
+    names the absorbed segments), and a thread its writer keeps open holds at most
+    ``SEGMENT_FANOUT - 1`` segments a tier without waiting for ``compact``: what a cold load of its
+    head fetches, and what its head hint lists. A writer that does not hold them leaves it to
+    ``compact``."""
+    merge = None
+    if m.inline:
+        planned = merge_plan(m, (INLINE, 0, inline_bytes(m), len(m.inline)))
+        merge = next(((keys, level) for keys, level in planned if INLINE in keys), None)
+    if merge is None:
+        return compact_action(m, new)
+    keys = [k for k in merge[0] if k != INLINE]
+    reader = engine.contents.reader(m.thread_id, m=m)
+    for key, recs in hist.holders(m).items():
+        held = reader.held_segment(key, recs[0]) if key in keys else None
+        if held is not None:
+            reader.readers[key] = held
+    if not set(keys) <= reader.readers.keys():
+        return compact_action(m, new)
+    made = compact_action(m, new, await absorb(reader, m, keys), merge[1])
+    if made is None:
+        return compact_action(m, new)
+    sizes = {key: weight for key, _, weight, _ in tiers(m)}
+    return [*made[0], A.tombstone({k: sizes[k] for k in keys}, now_iso())], made[1], made[2]
 
 
 def inline_bytes(m: Manifest) -> int:
