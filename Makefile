@@ -62,6 +62,7 @@ bench: $(BENCH_STAMP)
 	$(PY) benchmarks/bench_postgres.py
 	$(PY) benchmarks/bench_prune.py
 	$(PY) benchmarks/bench_bytes.py
+	$(PY) benchmarks/bench_cold_load.py
 	PYTHONPATH=$$PWD $(PY) benchmarks/bench_history.py --cold-at 30,130,250
 	PYTHONPATH=$$PWD $(PY) benchmarks/bench_durable.py
 	$(PY) benchmarks/bench_blobs.py --langgraph --out benchmarks/results/blobs.json

@@ -186,6 +186,18 @@ def test_bytes_benchmark_accounts_for_every_byte(tmp_path: Path) -> None:
     assert "| native |" in (tmp_path / "bytes.md").read_text()
 
 
+def test_cold_load_benchmark_smoke(tmp_path: Path) -> None:
+    """bench_cold_load: a fresh reader's load of a thread whose snapshot replays its list reads the
+    segments the head hint names with the snapshot, in 2 round trips and no manifest part."""
+    cmd = [sys.executable, str(BENCH / "bench_cold_load.py"), "--steps", "45", "--out", str(tmp_path)]
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=120, env=env)
+    (row,) = json.loads((tmp_path / "cold_load.json").read_text())
+    for when in ("after_saves", "after_compact_gc"):
+        assert row[when]["round_trips"] == 2 and "manifest part" not in row[when]["by_kind"], row
+        assert row[when]["by_kind"]["delta segment"] >= 1, row
+
+
 @pytest.mark.skipif(not available("ArchiveSaver"), reason="ckpt_archive.integrations.langgraph (langgraph) missing")
 def test_history_benchmark_smoke(tmp_path: Path) -> None:
     """Requests per ``get_delta_channel_history`` call, counted at a moto server (bench_history.py; issue 21),

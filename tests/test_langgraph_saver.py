@@ -290,12 +290,17 @@ def _memory_blob_bytes(saver: InMemorySaver) -> int:
 
 
 def test_bytes_stored_grow_linearly_with_turns() -> None:
+    """What the archive keeps (after gc: a save's segment merge leaves the merged-away segments to it)
+    grows linearly with the turns; the full-copy peer's grows quadratically."""
+    from datetime import timedelta
+
     sizes, peers = {}, {}
     saver, memory = ArchiveSaver.from_url("memory://lg-linear"), InMemorySaver()
     ours, theirs = build_graph(saver), build_graph(memory)
     for first, last in ((0, 25), (25, 50)):  # measured after 25 turns, then after 50
         run_turns(ours, "t", first, last)
         run_turns(theirs, "t", first, last)
+        saver.archive.gc(grace=timedelta(0), unsafe_no_writers=True)
         sizes[last], peers[last] = _stored_bytes(saver), _memory_blob_bytes(memory)
     assert sizes[50] / sizes[25] < 2.5, sizes
     assert peers[50] / peers[25] > 3, peers  # the full-copy peer grows quadratically

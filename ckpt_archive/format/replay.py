@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..delta import MESSAGES, Delta, Op, apply
+from ..delta import MESSAGES, Delta, apply
 from ..errors import BrokenChain, TruncatedObject
 from .content import Content
 
@@ -141,22 +141,29 @@ def decode(raw: Any, content: Content, *, thread_id: str, checkpoint_id: str) ->
     return out
 
 
-def _on(op: Op, place: Place) -> bool:
-    """Does ``op`` write ``place`` or a key enclosing it (the ops a replay of ``place`` applies)?"""
+def _scope(place: Place) -> tuple[str | None, frozenset[tuple[str, ...]]]:
+    """The ops a replay of ``place`` applies: its target, and its path and every prefix of it."""
     target, path = place
-    at = op.get("path")
-    return (
-        op.get("target") == target
-        and isinstance(at, list)
-        and 0 < len(at) <= len(path)
-        and tuple(at) == path[: len(at)]
-    )
+    return target, frozenset(path[:k] for k in range(1, len(path) + 1))
+
+
+def _mine(rows: Delta, scope: tuple[str | None, frozenset[tuple[str, ...]]]) -> Delta:
+    """The ops of ``rows`` that write the place or a key enclosing it."""
+    target, prefixes = scope
+    return [
+        op
+        for op in rows
+        if type(op) is dict
+        and op.get("target") == target
+        and type(at := op.get("path")) is list
+        and tuple(at) in prefixes
+    ]
 
 
 def touches(rows: Delta, place: Place) -> bool:
     """Do ``rows`` define the list at ``place`` whole (a ``set``/``del`` of it or of an enclosing key)?
     Then the records before them are not needed to replay it."""
-    return any(isinstance(op, dict) and op.get("op") in ("set", "del") and _on(op, place) for op in rows)
+    return any(op.get("op") in ("set", "del") for op in _mine(rows, _scope(place)))
 
 
 def replay(
@@ -188,9 +195,10 @@ def values(
     else:
         doc = _put({}, path[:-1], {}) if len(path) > 1 else {}
     out: dict[int, list[Any]] = {}
+    scope = _scope(place)
     for k in range(-1, len(rows)):
         if k >= 0:
-            mine = [op for op in rows[k] if isinstance(op, dict) and _on(op, place)]
+            mine = _mine(rows[k], scope)
             if mine:
                 doc = apply(doc, mine)
         if k in at:

@@ -63,11 +63,13 @@ def _superseded(names: dict[str, dict[str, Any]], keep_from: int) -> list[str]:
     """Log objects before ``keep_from`` (the oldest folded manifest still in use).
 
     Commit 1 always stays: a reader with no usable hint tells a new thread from an existing one by it.
+    Commit ``keep_from`` stays too: a head hint written with that fold (``compact``, maintenance) names
+    it, and a reader takes the hint only once that entry's sha256 is the hint's ``entry_sha256``.
     """
     out = []
     for key in names:
         kind, seq = layout.log_name(posixpath.basename(key)) or ("", 0)
-        if (kind == "fold" and seq < keep_from) or (kind == "commit" and 1 < seq <= keep_from):
+        if (kind == "fold" and seq < keep_from) or (kind == "commit" and 1 < seq < keep_from):
             out.append(key)
     return out
 
