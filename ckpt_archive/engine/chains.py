@@ -37,6 +37,8 @@ from ..format.objects import SegmentReader, check_content, decode_snapshot_conte
 from ..storage import ObjectStore
 
 T = TypeVar("T")
+Scope = Callable[[str | None, Any], bool]
+"""Which ops (by target and path) a read of history rows takes: ``replay.within``."""
 
 _KEEP_STATES = 64
 _KEEP_SEGMENTS = 4
@@ -328,7 +330,7 @@ class ChainReader:
         segment checked: what a replay applies, and what ``copy_thread`` re-encodes for the copy."""
         return (await self._segment(rec)).ops(origin(rec), rec["ref"]["row_group"])
 
-    async def history_ops(self, rec: Record, inline: dict[str, Delta]) -> Delta:
+    async def history_ops(self, rec: Record, inline: dict[str, Delta], within: Scope | None = None) -> Delta:
         """A record's history rows as stored (``history_ref``: a delta's ops, a full record's ``rows``),
         their segment checked like a load checks one: what maintenance and ``copy_thread`` re-encode
         and verify proves. ``BrokenChain`` for a full record without ``rows``."""
@@ -336,11 +338,12 @@ class ChainReader:
         if held is None:
             raise BrokenChain("full record has no history rows", thread_id=self.thread_id, checkpoint_id=rec["id"])
         if held["type"] == "inline":
-            return list(inline.get(rec["id"], []))
+            ops = inline.get(rec["id"], [])
+            return [op for op in ops if within(op.get("target"), op.get("path"))] if within else list(ops)
         if held["type"] == "empty":
             return []
         reader = await self._segment(rec, held)
-        return reader.ops(rec["id"] if rec["kind"] == "full" else origin(rec), held["row_group"])
+        return reader.ops(rec["id"] if rec["kind"] == "full" else origin(rec), held["row_group"], within)
 
     async def history_segment(self, rec: Record) -> SegmentReader | None:
         """The parsed, checked segment holding ``rec``'s history rows (None: they are not in one)."""
@@ -349,12 +352,15 @@ class ChainReader:
             return None
         return await self._segment(rec, held)
 
-    async def history(self, rec: Record, inline: dict[str, Delta]) -> Delta:
+    async def history(self, rec: Record, inline: dict[str, Delta], within: Scope | None = None) -> Delta:
         """A record's history rows as plain ops: opened (encrypted), their blob references resolved
-        (they may reference only blobs the record lists)."""
-        plain = crypto.open_ops(
-            self.service.encryption, rec, self.service.archive_id, self.thread_id, await self.history_ops(rec, inline)
-        )
+        (they may reference only blobs the record lists); ``within``: only those ops (a sealed value is
+        bound to its op's index, so an encrypted record's are all opened, then taken)."""
+        sealed = "enc" in rec
+        stored = await self.history_ops(rec, inline, None if sealed else within)
+        plain = crypto.open_ops(self.service.encryption, rec, self.service.archive_id, self.thread_id, stored)
+        if sealed and within is not None:
+            plain = [op for op in plain if within(op.get("target"), op.get("path"))]
         values = [op.get("value") for op in plain]
         decoded = await self._unblob(rec, values, subset=True)
         if decoded is not values:
@@ -574,6 +580,7 @@ class ChainReader:
         lineage = [rec, *self._lineage(rec, int(rec["ref"]["replay"]))]
         rows: list[Delta] = []
         todo = list(where)
+        scope = replay.within(where)
         start: dict[replay.Place, int] = {}
         base: dict[replay.Place, tuple[int, list[Any]]] = {}
         i = 0
@@ -603,7 +610,7 @@ class ChainReader:
                         )
                     base[place] = (i, value)
                 break
-            ops = await self.history(r, inline)
+            ops = await self.history(r, inline, scope)
             rows.append(ops)
             root = r.get("parent") is None or str(r["parent"]) not in self.records
             if root and self.partial and r.get("parent") is not None:  # rows of no segment the hint names

@@ -292,8 +292,12 @@ class SegmentReader:
                 f"delta segment {key!r} has format_version {version!r}; this ckpt_archive reads {versions.READABLE}"
             )
 
-    def ops(self, checkpoint_id: str, row_group: int) -> Delta:
-        """The checkpoint's ops, in order, from its row group (decoded once per row group)."""
+    def ops(
+        self, checkpoint_id: str, row_group: int, within: Callable[[str | None, list[Any]], bool] | None = None
+    ) -> Delta:
+        """The checkpoint's ops, in order, from its row group (decoded once per row group); ``within``
+        (target, path): only the ops it takes, the values of the others never parsed (a replay of one
+        list through a thousand records wants one op of each)."""
         try:
             rows = self._rows.get(row_group)
             if rows is None:
@@ -306,18 +310,23 @@ class SegmentReader:
             indexes, ops, paths = rows["op_index"], rows["op"], rows["path"]
             values, targets = rows["value"], rows["target"]
             out: Delta = []
+            seen = 0
             for i in at.get(checkpoint_id, ()):
                 index, op, path, value, target = indexes[i], ops[i], paths[i], values[i], targets[i]
-                if index != len(out):  # what a reader of the files alone orders the ops by
+                if index != seen:  # what a reader of the files alone orders the ops by
                     raise TruncatedObject(
-                        f"row group {row_group} of the delta segment has op_index {index!r} where {len(out)} "
+                        f"row group {row_group} of the delta segment has op_index {index!r} where {seen} "
                         "belongs (each checkpoint's ops are numbered 0, 1, ... in order)",
                         thread_id=self.thread_id,
                         checkpoint_id=checkpoint_id,
                         key=self.key,
                     )
+                seen += 1
+                parsed = codec.loads(path)
+                if within is not None and not within(target, parsed):
+                    continue
                 decoded = None if value is None else codec.loads(value)
-                entry = {"op": op, "path": codec.loads(path), "value": decoded}
+                entry = {"op": op, "path": parsed, "value": decoded}
                 if target is not None:
                     entry["target"] = target
                 out.append(entry)
@@ -330,7 +339,7 @@ class SegmentReader:
                 checkpoint_id=checkpoint_id,
                 key=self.key,
             ) from None
-        if not out:  # a segment ref is only written for a checkpoint with ops
+        if not seen:  # a segment ref is only written for a checkpoint with ops
             raise TruncatedObject(
                 f"row group {row_group} of the delta segment holds no op of the checkpoint",
                 thread_id=self.thread_id,

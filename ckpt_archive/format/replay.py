@@ -23,7 +23,7 @@ empty content), which is all a replay needs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..delta import MESSAGES, Delta, apply
@@ -158,6 +158,20 @@ def _mine(rows: Delta, scope: tuple[str | None, frozenset[tuple[str, ...]]]) -> 
         and type(at := op.get("path")) is list
         and tuple(at) in prefixes
     ]
+
+
+def within(where: Iterable[Place]) -> Callable[[str | None, Any], bool]:
+    """Does an op (its target, its path) write one of the places or a key enclosing one: the ops a
+    replay of ``where`` needs of each record (a reader parses no other value)."""
+    scopes: dict[str | None, set[tuple[str, ...]]] = {}
+    for place in where:
+        scopes.setdefault(place[0], set()).update(_scope(place)[1])
+
+    def takes(target: str | None, path: Any) -> bool:
+        prefixes = scopes.get(target)
+        return prefixes is not None and type(path) is list and tuple(path) in prefixes
+
+    return takes
 
 
 def touches(rows: Delta, place: Place) -> bool:
