@@ -255,3 +255,19 @@ def test_a_hint_whose_segments_do_not_hold_the_lineage_hands_over_to_the_manifes
     trips, got = _cold(url)
     assert got is not None and got.messages == saved[-1].messages
     assert trips.depth > 2  # the manifest was read
+
+
+def test_an_encrypted_cold_load_replays_from_the_hint_too(tmp_path: Any) -> None:
+    """Sealed rows name their key and are bound to their checkpoint and op: a fresh reader with the
+    keys opens them from the segments the hint names (2 round trips); without the key, a typed error."""
+    url = str(tmp_path / "a")
+    keys = ca.Encryption({"k1": b"k" * 32}, "k1", required=True)
+    archive = ca.open_archive(url, full_snapshot_interval=10, encryption=keys)
+    saved = _chat(archive, 95)
+    archive.close()
+    trips = RoundTrips(ca.open_store(url))
+    got = ca.ArchiveCheckpointer(trips, encryption=keys).load("t")
+    assert got is not None and got.messages == saved[-1].messages and got.state == saved[-1].state
+    assert trips.depth == 2, trips.calls
+    with pytest.raises(ca.EncryptionError):
+        ca.open_archive(url).load("t")

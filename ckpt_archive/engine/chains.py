@@ -512,12 +512,20 @@ class ChainReader:
             found = self.service.lists(key)
         return found
 
-    def hinted(self, chain: Iterable[Record], segments: Mapping[str, bytes | ObjectTooLarge | None]) -> None:
+    def hinted(
+        self,
+        chain: Iterable[Record],
+        segments: Mapping[str, bytes | ObjectTooLarge | None],
+        enc: dict[str, Any] | None = None,
+    ) -> None:
         """Take the lineage from the head hint's records and the segments it names (fetched with its
         chain): each row group's checkpoints stand for records of their rows (``base_id``: the parent
         the rows are against). The segments are not checked against a record's digest (the hint
-        names none): what they replay is checked against the head's digests, and a reader that fails
-        here reads the manifest (``NeedsManifest``, or the failed check)."""
+        names none): what they replay is checked against the head's digests (or MACs), and a reader
+        that fails here reads the manifest (``NeedsManifest``, or the failed check). ``enc``: the head
+        snapshot's, taken for the rows' records in an encrypted thread (a sealed value names its own
+        key and is bound to its checkpoint and op: one sealed otherwise does not open, and the
+        manifest is read)."""
         records: dict[str, Record] = {}
         for key, data in segments.items():
             if not isinstance(data, bytes):
@@ -527,6 +535,8 @@ class ChainReader:
                 for cid, base in reader.bases(group).items():
                     ref = {"type": "segment", "key": key, "row_group": group}
                     records[cid] = {"id": cid, "kind": "delta", "parent": base, "ref": ref}
+                    if enc is not None:
+                        records[cid]["enc"] = enc
             self.readers[key] = reader
         records.update((rec["id"], rec) for rec in chain)
         self.records, self.partial = records, True

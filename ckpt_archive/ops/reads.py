@@ -111,7 +111,7 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     # the segments holding the lineage rows a snapshot replays lists from: fetched with the chain when
     # the hint's snapshot replays, or with a newer snapshot of the commits after the hint
     named = [f"{folder}/{name}" for name in hint.get("segments", [])]
-    lineage = named if "replay" in chain[0]["ref"] and engine.encryption is None else []
+    lineage = named if "replay" in chain[0]["ref"] else []
     seq, entry = int(hint["seq"]), hint["entry_sha256"]
     # the hint went out with its commit: is that commit the one at seq? (and the ones after it)
     window = engine.root.probe_window  # as far as this process's own writes let a hint trail
@@ -156,12 +156,12 @@ async def head_from_hint(engine: Engine, thread_id: str, hint: dict[str, Any]) -
     replays = "replay" in chain[0]["ref"] and not reader.holds(chain[0])
     try:
         if replays:
-            if engine.encryption is not None or "segments" not in hint:  # sealed rows need their records
+            if "segments" not in hint:
                 return None
             if not lineage:  # a snapshot of the run: its lineage with its own objects, one round trip
                 lineage = named
                 await reader.fetch(sorted({*reader.needed([chain]), *named}))
-            reader.hinted(hints, {k: reader.object(k) for k in lineage})
+            reader.hinted(hints, {k: reader.object(k) for k in lineage}, chain[0].get("enc"))
         content = await reader.content(chain, inline)
     except NeedsManifest:  # its snapshot replays lists from ancestors the hint does not hold
         return None
