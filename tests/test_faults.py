@@ -45,6 +45,19 @@ def compact_merging(cp: ca.ArchiveCheckpointer, new: ca.Checkpoint | None) -> No
         history.SEGMENT_FANOUT = fanout
 
 
+def save_merging(cp: ca.ArchiveCheckpointer, new: ca.Checkpoint | None) -> None:
+    """A snapshot save whose compaction merges segments (2 at a time) because its writer holds them
+    (read here through ``history``): the merged segment in place of the tier-0 one, the absorbed
+    records re-pointed and the merged-away segment tombstoned, in the save's own commit."""
+    assert new is not None
+    fanout, history.SEGMENT_FANOUT = history.SEGMENT_FANOUT, 2
+    try:
+        list(cp.history("t"))  # the writer now holds every segment (parsed and checked)
+        cp.save(new)
+    finally:
+        history.SEGMENT_FANOUT = fanout
+
+
 def fork_of(saved: list[ca.Checkpoint]) -> ca.Checkpoint:
     return ca.Checkpoint.new("t", {"forked": True}, step=3, parent_id=saved[2].checkpoint_id)
 
@@ -57,6 +70,8 @@ OPS: dict[str, tuple[int, Callable[[list[ca.Checkpoint]], ca.Checkpoint | None],
     "save-snapshot": (8, lambda _: ckpt(8), save),
     "compact": (7, lambda _: None, compact),
     "compact-merge": (15, lambda _: None, compact_merging),
+    # step 8: a snapshot whose compaction merges step 4's segment with the inline rows 5..8
+    "save-merge": (8, lambda _: ckpt(8), save_merging),
     "fork": (7, fork_of, save),
 }
 

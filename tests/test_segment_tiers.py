@@ -92,6 +92,32 @@ def test_a_long_thread_keeps_a_few_segments_per_level(tmp_path: Any) -> None:
     assert fresh.verify().ok
 
 
+def test_a_save_merges_the_segments_its_writer_holds(tmp_path: Any, monkeypatch: Any) -> None:
+    """Merges of 2: a writer's snapshot save at step 8 merges step 4's segment (which it wrote) with the
+    inline rows into one tier-1 segment, tombstoning the absorbed one in the same commit; a fresh
+    writer (holding nothing) writes a tier-0 segment instead; both load and verify."""
+    from ckpt_archive.ops import history
+
+    monkeypatch.setattr(history, "SEGMENT_FANOUT", 2)
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=4)
+    saved = _grow(archive, "t", 9)
+    assert sorted(level for _, level, _, _ in _live(archive, "t")) == [1]
+    assert archive.engine.log.manifests["t"].tombstones
+    other = ca.open_archive(str(tmp_path / "b"), full_snapshot_interval=4)
+    first = _grow(other, "u", 8)
+    other.close()
+    cold = ca.open_archive(str(tmp_path / "b"), full_snapshot_interval=4)
+    cold.load("u")
+    _grow_from(cold, first[-1], 1)
+    assert sorted(level for _, level, _, _ in _live(cold, "u")) == [0, 0]
+    reader = ca.open_archive(url)
+    for c in saved:
+        assert reader.load_by_id(c.checkpoint_id).state == c.state  # type: ignore[union-attr]
+    assert reader.verify().ok
+    assert ca.open_archive(str(tmp_path / "b")).verify().ok
+
+
 def test_tiers_survive_prune_copy_and_gc(tmp_path: Any) -> None:
     """A rewrite of a merged segment (prune drops rows of removed records) keeps its level; a copy
     re-encodes each segment at its level; both load every kept checkpoint after gc."""
