@@ -43,12 +43,12 @@ Scope = Callable[[str | None, Any], bool]
 _KEEP_STATES = 64
 _KEEP_SEGMENTS = 4
 _KEEP_BLOBS = 64
-_EXTEND = 64
-"""Ancestors whose rows one more round trip fetches when a snapshot's ``ref.replay`` fell short (an
-edit or a cold writer's bound; never on a save's own snapshot, whose reach is exact)."""
 """What a walk over a whole thread (``walk=True``) keeps: the contents a child may be built on, and
 parsed segments (a thread's deltas are in commit order, so neighbours share a segment), and decoded
 blobs (a value re-sent in many turns is fetched once)."""
+_EXTEND = 64
+"""Ancestors whose rows one more round trip fetches when a snapshot's ``ref.replay`` fell short (it
+is a bound the writer took from the rows it held, ``ops.history.reach``: a prefetch, not a proof)."""
 
 
 class ContentService(Protocol):
@@ -64,8 +64,8 @@ class ContentService(Protocol):
     def remember(self, key: str, content: Content) -> None: ...
     def lists(self, key: str) -> dict[replay.Place, list[Any]] | None: ...
     def remember_lists(self, key: str, lists: dict[replay.Place, list[Any]]) -> None: ...
-    def segment(self, key: str) -> SegmentReader | None: ...
-    def remember_segment(self, key: str, reader: SegmentReader, size: int) -> None: ...
+    def segment(self, thread_id: str, key: str, sha256: str) -> SegmentReader | None: ...
+    def remember_segment(self, key: str, sha256: str, held: SegmentReader | bytes, size: int) -> None: ...
     def sha256(self, thread_id: str, name: str, raw: bytes) -> str: ...
 
 
@@ -152,13 +152,24 @@ class ChainReader:
             return found
         return self.service.cached(key) if self.cache else None
 
-    def held_segment(self, key: str, rec: Record) -> SegmentReader | None:
-        """The engine's parsed segment ``key`` holding ``rec``'s rows, when it holds it (checked when
-        it was parsed; never fetched here)."""
-        held = history_ref(rec)
-        if held is None or held.get("key") != key or not (self.cache and self.mode is Mode.STRICT):
+    def take_held(self, keys: Iterable[str]) -> bool:
+        """Take the segments ``keys`` from the engine, where it holds them (it read or wrote them),
+        for this reader's replays; True when it holds every one (nothing is fetched here)."""
+        wanted = set(keys) - self.readers.keys()
+        for rec in (self.records or {}).values():
+            held = history_ref(rec)
+            if held is None or held.get("type") != "segment" or held["key"] not in wanted:
+                continue
+            reader = self._engine_segment(held)
+            if reader is not None:
+                self.readers[held["key"]] = reader
+                wanted.discard(held["key"])
+        return not wanted
+
+    def _engine_segment(self, ref: dict[str, Any]) -> SegmentReader | None:
+        if not (self.cache and self.mode is Mode.STRICT):  # only a strict, cached read shares them
             return None
-        return self.service.segment(f"{key}@{held.get('sha256')}")
+        return self.service.segment(self.thread_id, ref["key"], str(ref.get("sha256")))
 
     def holds(self, rec: Record) -> bool:
         """Is ``rec``'s content known to this reader (built, or in the state cache)?"""
@@ -455,8 +466,7 @@ class ChainReader:
         if reader is not None:
             self.readers.move_to_end(key)
             return reader
-        shared = self.cache and self.mode is Mode.STRICT  # the engine's parsed segments, checked once
-        reader = self.service.segment(f"{key}@{held.get('sha256')}") if shared else None
+        reader = self._engine_segment(held)  # the engine's segments, checked once
         if reader is None:
             data = await self._object(key, rec)
 
@@ -466,8 +476,8 @@ class ChainReader:
 
             reader = self._decoded(key, parse)
             del self.objects[key]  # the reader holds it
-            if shared:
-                self.service.remember_segment(f"{key}@{held.get('sha256')}", reader, len(data))
+            if self.cache and self.mode is Mode.STRICT:
+                self.service.remember_segment(key, str(held.get("sha256")), reader, len(data))
         else:
             self.objects.pop(key, None)
         self.readers[key] = reader

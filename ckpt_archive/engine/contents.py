@@ -57,7 +57,8 @@ class Contents:
         self.parts: OrderedDict[str, dict[Path, tuple[Any, int]]] = OrderedDict()  # by state_key
         self.parts_bytes = 0
         self.replayed: OrderedDict[str, dict[replay.Place, list[Any]]] = OrderedDict()  # by state_key
-        self.segments: OrderedDict[str, tuple[SegmentReader, int]] = OrderedDict()  # by key@sha256
+        # by (key, sha256): a parsed segment, or the bytes this engine wrote (parsed when first read)
+        self.segments: OrderedDict[tuple[str, str], tuple[SegmentReader | bytes, int]] = OrderedDict()
         self.segments_bytes = 0
         self.store: ObjectStore = root.store
         self.encryption: Encryption | None = root.encryption
@@ -98,18 +99,24 @@ class Contents:
         while len(self.replayed) > REPLAYED:
             self.replayed.popitem(last=False)
 
-    def segment(self, key: str) -> SegmentReader | None:
-        """A parsed segment, checked when it was parsed, by ``key@sha256`` (its ref's digest)."""
-        found = self.segments.get(key)
+    def segment(self, thread_id: str, key: str, sha256: str) -> SegmentReader | None:
+        """The segment ``key`` with that digest (its ref's), checked when it was read, or written by
+        this engine (then parsed here, once: a save that never merges parses nothing)."""
+        found = self.segments.get((key, sha256))
         if found is None:
             return None
-        self.segments.move_to_end(key)
-        return found[0]
+        self.segments.move_to_end((key, sha256))
+        held, size = found
+        if isinstance(held, bytes):
+            held = SegmentReader(held, thread_id=thread_id, key=key)
+            self.segments[(key, sha256)] = (held, size)
+        return held
 
-    def remember_segment(self, key: str, reader: SegmentReader, size: int) -> None:
-        if key in self.segments or size > SEGMENT_BYTES // 4:
+    def remember_segment(self, key: str, sha256: str, held: SegmentReader | bytes, size: int) -> None:
+        """Keep a segment read and checked (parsed), or the bytes of one this engine wrote."""
+        if (key, sha256) in self.segments or size > SEGMENT_BYTES // 4:
             return
-        self.segments[key] = (reader, size)
+        self.segments[(key, sha256)] = (held, size)
         self.segments_bytes += size
         while self.segments_bytes > SEGMENT_BYTES:
             self.segments_bytes -= self.segments.popitem(last=False)[1][1]

@@ -35,7 +35,6 @@ from ..format import actions as A
 from ..format import crypto, layout
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, now_iso, ref_keys
-from ..format.objects import SegmentReader
 from ..model import Checkpoint, check_identifier, is_resave
 from . import history as hist
 from .history import (
@@ -261,11 +260,7 @@ async def prepare(
             objects.extend(segment)
             actions.extend(compacted)
             for segment_key, data in segment:  # this writer's next merge at a save reads it from here
-                engine.contents.remember_segment(
-                    f"{segment_key}@{codec.sha256(data)}",
-                    SegmentReader(data, thread_id=m.thread_id, key=segment_key),
-                    len(data),
-                )
+                engine.contents.remember_segment(segment_key, codec.sha256(data), data, len(data))
     else:
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
@@ -299,11 +294,7 @@ async def save_compaction(
         return compact_action(m, new)
     keys = [k for k in merge[0] if k != INLINE]
     reader = engine.contents.reader(m.thread_id, m=m)
-    for key, recs in hist.holders(m).items():
-        held = reader.held_segment(key, recs[0]) if key in keys else None
-        if held is not None:
-            reader.readers[key] = held
-    if not set(keys) <= reader.readers.keys():
+    if not reader.take_held(keys):
         return compact_action(m, new)
     made = compact_action(m, new, await absorb(reader, m, keys), merge[1])
     if made is None:
