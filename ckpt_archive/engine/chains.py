@@ -30,6 +30,7 @@ from ..errors import (
     TruncatedObject,
 )
 from ..format import blobs, crypto, layout, replay
+from ..format import refs as R
 from ..format.content import Content, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record, history_ref, ref_keys
@@ -94,7 +95,7 @@ def _rows_keys(rec: Record) -> set[str]:
     rows and the blobs its record lists (its rows reference some of them)."""
     held = history_ref(rec) or {}
     out = {layout.blob_key(name, sealed="enc" in rec) for name in rec["ref"].get("blobs", ())}
-    if held.get("type") == "segment":
+    if R.kind(held) == R.SEGMENT:
         out.add(held["key"])
     return out
 
@@ -158,7 +159,7 @@ class ChainReader:
         wanted = set(keys) - self.readers.keys()
         for rec in (self.records or {}).values():
             held = history_ref(rec)
-            if held is None or held.get("type") != "segment" or held["key"] not in wanted:
+            if held is None or held["type"] != R.SEGMENT or held["key"] not in wanted:
                 continue
             reader = self._engine_segment(held)
             if reader is not None:
@@ -206,7 +207,7 @@ class ChainReader:
                     keys.update(_rows_keys(rec))  # built from its parent, built first: no snapshot read
                 else:
                     keys.update(ref_keys(rec, rows=False))
-                    if rec["ref"]["type"] == "snapshot" and "replay" in rec["ref"]:
+                    if rec["ref"]["type"] == R.SNAPSHOT and "replay" in rec["ref"]:
                         keys.update(self._lineage_keys([rec, *self._lineage(rec, int(rec["ref"]["replay"]))]))
             if chain:
                 building.add(chain[-1]["id"])
@@ -291,7 +292,7 @@ class ChainReader:
         if self.mode is not Mode.STRICT or not self.cache or rec["kind"] != "full" or rec.get("parent") is None:
             return False
         held = history_ref(rec)
-        return held is not None and held.get("type") in ("segment", "inline", "empty")
+        return R.kind(held) in (R.SEGMENT, R.INLINE, R.EMPTY)
 
     def _base(self, rec: Record) -> Content | None:
         """The content of ``rec``'s parent that this instance built (or the state cache holds for it),
@@ -318,16 +319,16 @@ class ChainReader:
 
     async def _step(self, rec: Record, content: Content | None, inline: dict[str, Delta]) -> Content:
         ref, cid = rec["ref"], rec["id"]
-        if ref["type"] == "snapshot":
+        if ref["type"] == R.SNAPSHOT:
             self.built["snapshots"] += 1
             return await self._snapshot(rec, inline)
         if content is None:
             raise BrokenChain("chain does not start with a snapshot", thread_id=self.thread_id, checkpoint_id=cid)
         self.built["deltas"] += 1
         ops: Delta = []
-        if ref["type"] == "segment":
+        if ref["type"] == R.SEGMENT:
             ops = await self.segment_ops(rec)
-        elif ref["type"] == "inline":
+        elif ref["type"] == R.INLINE:
             ops = inline.get(cid, [])
         plain = crypto.open_ops(self.service.encryption, rec, self.service.archive_id, self.thread_id, ops)
         values = [op.get("value") for op in plain]
@@ -348,10 +349,10 @@ class ChainReader:
         held = history_ref(rec)
         if held is None:
             raise BrokenChain("full record has no history rows", thread_id=self.thread_id, checkpoint_id=rec["id"])
-        if held["type"] == "inline":
+        if held["type"] == R.INLINE:
             ops = inline.get(rec["id"], [])
             return [op for op in ops if within(op.get("target"), op.get("path"))] if within else list(ops)
-        if held["type"] == "empty":
+        if held["type"] == R.EMPTY:
             return []
         reader = await self._segment(rec, held)
         return reader.ops(rec["id"] if rec["kind"] == "full" else origin(rec), held["row_group"], within)
@@ -359,7 +360,7 @@ class ChainReader:
     async def history_segment(self, rec: Record) -> SegmentReader | None:
         """The parsed, checked segment holding ``rec``'s history rows (None: they are not in one)."""
         held = history_ref(rec)
-        if held is None or held["type"] != "segment":
+        if held is None or held["type"] != R.SEGMENT:
             return None
         return await self._segment(rec, held)
 
@@ -543,7 +544,7 @@ class ChainReader:
             reader = SegmentReader(data, thread_id=self.thread_id, key=key)
             for group in range(reader.row_groups):
                 for cid, base in reader.bases(group).items():
-                    ref = {"type": "segment", "key": key, "row_group": group}
+                    ref = {"type": R.SEGMENT, "key": key, "row_group": group}  # no digest: checked by the replay
                     records[cid] = {"id": cid, "kind": "delta", "parent": base, "ref": ref}
                     if enc is not None:
                         records[cid]["enc"] = enc

@@ -17,6 +17,7 @@ from .. import codec
 from ..delta import Delta
 from ..errors import IntegrityError, MissingObject, TruncatedObject
 from ..format import blobs, crypto, layout, replay
+from ..format import refs as R
 from ..format.content import Content, Path, state_key
 from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record
@@ -294,7 +295,7 @@ class Contents:
         else:
             data = plain
         objects = [(key, data), *blob_objects]
-        ref: dict[str, Any] = {"type": "snapshot", "key": key, "sha256": codec.sha256(data), "size": len(data)}
+        ref = R.snapshot(key, data)
         if where:
             ref["replay"] = reach(where)
         if names:

@@ -22,6 +22,7 @@ from ..engine import MAINTENANCE, Engine, Plan
 from ..errors import CheckpointConflict, EncryptionError
 from ..format import actions as A
 from ..format import layout
+from ..format import refs as R
 from ..format.manifest import Manifest, Record, holds_inline
 from ..ids import mint_checkpoint_id
 from ..model import RESERVED_PREFIX
@@ -35,7 +36,7 @@ FORKED_FROM = RESERVED_PREFIX + "forked_from"
 def _copied_ref(dst: str, rec: Record, new_id: str, copies: dict[str, str]) -> Any:
     """The reference for ``rec`` in thread ``dst``; records the server-side copies to make in ``copies``."""
     ref = dict(rec["ref"])
-    if ref["type"] == "snapshot":
+    if ref["type"] == R.SNAPSHOT:
         key = layout.rewrite_snapshot_key(dst, rec["step"], new_id)
         copies[ref["key"]] = key
     else:
@@ -94,7 +95,7 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
         copies: dict[str, str] = {}
         objects: list[tuple[str, bytes]] = []
         content = await engine.contents.content_of(src, checkpoint_id)  # its history rows: all of it
-        if rec["ref"]["type"] == "snapshot":
+        if rec["ref"]["type"] == R.SNAPSHOT:
             ref = _copied_ref(new_thread_id, rec, new_id, copies)
             if "replay" in ref:  # a chain root: its own rows (against the empty content) hold every list
                 ref["replay"] = 0
@@ -119,9 +120,9 @@ async def fork(engine: Engine, checkpoint_id: str, new_thread_id: str) -> str:
         }
         inline_rows = None
         if not rows:
-            record["rows"] = {"type": "empty"}
+            record["rows"] = R.empty()
         elif history.fits_inline(rows, 0, 0):
-            record["rows"], inline_rows = {"type": "inline"}, rows
+            record["rows"], inline_rows = R.inline(), rows
         else:
             refs, written = history.place(new_thread_id, [(new_id, int(rec["step"]), None, rows)])
             record["rows"] = refs[new_id]

@@ -25,6 +25,7 @@ from ..engine import Engine
 from ..engine.chains import ChainReader
 from ..format import actions as A
 from ..format import crypto, layout, parts, replay
+from ..format import refs as R
 from ..format.content import Content
 from ..format.manifest import Manifest, Record, history_ref
 from ..format.objects import GROUP_CHECKPOINTS, encode_segment
@@ -67,9 +68,9 @@ def reach(
     while todo and at is not None and d <= len(records):
         d += 1
         held = history_ref(at)
-        if held is not None and held.get("type") == "empty":
+        if held is not None and R.kind(held) == R.EMPTY:
             rows: Delta | None = []
-        elif held is not None and held.get("type") == "inline" and at["id"] in inline:
+        elif held is not None and R.kind(held) == R.INLINE and at["id"] in inline:
             rows = inline[at["id"]]
         else:
             rows = None
@@ -100,10 +101,6 @@ def base_in(records: Mapping[str, Record], rec: Record) -> str | None:
     """``base_of`` among ``records`` (the records a plan leaves)."""
     parent = rec.get("parent")
     return parent if parent is not None and parent in records and parent != rec["id"] else None
-
-
-def segment_ref(key: str, data: bytes, row_group: int) -> dict[str, Any]:
-    return {"type": "segment", "key": key, "sha256": codec.sha256(data), "size": len(data), "row_group": row_group}
 
 
 def fits_inline(ops: Delta, inline_bytes: int, inline_count: int) -> bool:
@@ -148,18 +145,18 @@ def place(thread_id: str, entries: Sequence[Entry]) -> tuple[dict[str, dict[str,
         if batch:
             key, data, placed = new_segment(thread_id, batch)
             objects.append((key, data))
-            refs.update((cid, segment_ref(key, data, placed[cid][0])) for cid, _, _, _ in batch)
+            refs.update((cid, R.segment(key, data, placed[cid][0])) for cid, _, _, _ in batch)
         batch, weight = [], 0
 
     for cid, step, base, ops in entries:
         if not ops:
-            refs[cid] = {"type": "empty"}
+            refs[cid] = R.empty()
             continue
         n = size(ops)
         if n > limits.INLINE_TOTAL_BYTES:
             key, data, placed = new_segment(thread_id, [(cid, step, base, ops)], history=True)
             objects.append((key, data))
-            refs[cid] = segment_ref(key, data, placed[cid][0])
+            refs[cid] = R.segment(key, data, placed[cid][0])
             continue
         if weight + n > limits.INLINE_TOTAL_BYTES or len(batch) >= limits.MAX_INLINE_DELTAS:
             flush()
@@ -172,7 +169,7 @@ def place(thread_id: str, entries: Sequence[Entry]) -> tuple[dict[str, dict[str,
 def _holder(rec: Record) -> str | None:
     """The segment key holding ``rec``'s history rows (None: inline, empty, or none)."""
     held = history_ref(rec)
-    return held["key"] if held is not None and held["type"] == "segment" else None
+    return held["key"] if held is not None and held["type"] == R.SEGMENT else None
 
 
 def reencode(
@@ -187,7 +184,7 @@ def reencode(
     entries = [(new_id, int(rec["step"]), base, ops) for rec, new_id, base, ops in items]
     key, data, placed = new_segment(thread_id, entries, history=big, level=level)
     changes = {
-        new_id: moved(rec, segment_ref(key, data, placed[new_id][0]), placed[new_id][1]) for rec, new_id, _, _ in items
+        new_id: moved(rec, R.segment(key, data, placed[new_id][0]), placed[new_id][1]) for rec, new_id, _, _ in items
     }
     return changes, (key, data)
 

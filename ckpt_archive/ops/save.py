@@ -33,6 +33,7 @@ from ..engine import COMPACT, SAVE, Engine, Plan
 from ..errors import CheckpointConflict, CheckpointNotFound, DuplicateCheckpointId, IntegrityError
 from ..format import actions as A
 from ..format import crypto, layout
+from ..format import refs as R
 from ..format.content import Content, state_key
 from ..format.manifest import Manifest, Record, now_iso, ref_keys
 from ..model import Checkpoint, check_identifier, is_resave
@@ -49,7 +50,6 @@ from .history import (
     new_segment,
     place,
     reach,
-    segment_ref,
     tiers,
     updates,
 )
@@ -247,9 +247,9 @@ async def prepare(
         if joined is not None:
             record["rows"] = joined
         elif not history:
-            record["rows"] = {"type": "empty"}
+            record["rows"] = R.empty()
         elif compact is None and fits_inline(history, 0, 0):
-            record["rows"], inline_rows = {"type": "inline"}, history
+            record["rows"], inline_rows = R.inline(), history
         else:
             refs, written = place(m.thread_id, [(ckpt.checkpoint_id, ckpt.step, rows_base, history)])
             record["rows"] = refs[ckpt.checkpoint_id]
@@ -265,11 +265,11 @@ async def prepare(
         assert depth is not None
         record.update(kind="delta", depth=depth + 1)
         if ops:
-            record.update(ref={"type": "inline", **({"blobs": names} if names else {})}, bytes=stored_ops)
+            record.update(ref=R.inline(names), bytes=stored_ops)
             actions.append(A.add(record, ops))
             objects.extend(blob_objects)
         else:
-            record.update(ref={"type": "empty"}, bytes=0)
+            record.update(ref=R.empty(), bytes=0)
             actions.append(A.add(record))
     return actions, objects
 
@@ -366,12 +366,12 @@ def compact_action(
         empty = [cid for cid, _, _, ops in entries if not ops and cid in source]
         actions.append(A.compact(key, codec.sha256(data), len(data), row_groups, empty))
     changes = {
-        rec["id"]: moved(rec, segment_ref(key, data, groups[rec["id"]][0]), groups[rec["id"]][1])
+        rec["id"]: moved(rec, R.segment(key, data, groups[rec["id"]][0]), groups[rec["id"]][1])
         for rec, ops in absorbed or []
         if ops
     }
     actions += updates(changes)
-    rows = segment_ref(key, data, groups[new[0]][0]) if joined and new is not None else None
+    rows = R.segment(key, data, groups[new[0]][0]) if joined and new is not None else None
     return actions, [(key, data)], rows
 
 
