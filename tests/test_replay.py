@@ -271,3 +271,35 @@ def test_an_encrypted_cold_load_replays_from_the_hint_too(tmp_path: Any) -> None
     assert trips.depth == 2, trips.calls
     with pytest.raises(ca.EncryptionError):
         ca.open_archive(url).load("t")
+
+
+def test_a_writer_bound_that_falls_short_costs_a_round_trip_never_a_wrong_load(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ref.replay`` is a prefetch hint the writer computed: a reader goes on past it (``lists.EXTEND``
+    more ancestors a round trip) and loads the same contents, verify clean."""
+    from ckpt_archive.engine import lists
+    from ckpt_archive.ops import save
+
+    monkeypatch.setattr(save, "reach", lambda *_: 1)  # every snapshot says: one ancestor's rows suffice
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=10)
+    saved = _chat(archive, 95)
+    archive.close()
+    extended: list[int] = []
+    lineage = lists.Lists.lineage
+
+    def counting(self: lists.Lists, rec: Any, n: int) -> Any:
+        if n == lists.EXTEND:
+            extended.append(n)
+        return lineage(self, rec, n)
+
+    monkeypatch.setattr(lists.Lists, "lineage", counting)
+    fresh = ca.open_archive(url)
+    for ckpt in saved[::7]:
+        got = fresh.load_by_id(ckpt.checkpoint_id)
+        assert got is not None and got.state == ckpt.state and got.messages == ckpt.messages
+    assert extended, "no load went past the writer's bound"
+    _, got = _cold(url)  # from the hint's segments: the extension finds the rows there
+    assert got is not None and got.messages == saved[-1].messages and got.state == saved[-1].state
+    assert ca.open_archive(url).verify().ok

@@ -36,6 +36,7 @@ from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record, history_ref, ref_keys
 from ..format.objects import SegmentReader, check_content, decode_snapshot_content, verify
 from ..storage import ObjectStore
+from .lists import Lists, rows_keys
 
 T = TypeVar("T")
 Scope = Callable[[str | None, Any], bool]
@@ -47,9 +48,6 @@ _KEEP_BLOBS = 64
 """What a walk over a whole thread (``walk=True``) keeps: the contents a child may be built on, and
 parsed segments (a thread's deltas are in commit order, so neighbours share a segment), and decoded
 blobs (a value re-sent in many turns is fetched once)."""
-_EXTEND = 64
-"""Ancestors whose rows one more round trip fetches when a snapshot's ``ref.replay`` fell short (it
-is a bound the writer took from the rows it held, ``ops.history.reach``: a prefetch, not a proof)."""
 
 
 class ContentService(Protocol):
@@ -90,16 +88,6 @@ def origin(rec: Record) -> str:
     return str(rec["ref"].get("origin", rec["id"]))
 
 
-def _rows_keys(rec: Record) -> set[str]:
-    """The objects building full record ``rec`` from its parent reads: the segment holding its history
-    rows and the blobs its record lists (its rows reference some of them)."""
-    held = history_ref(rec) or {}
-    out = {layout.blob_key(name, sealed="enc" in rec) for name in rec["ref"].get("blobs", ())}
-    if R.kind(held) == R.SEGMENT:
-        out.add(held["key"])
-    return out
-
-
 class ChainReader:
     """Rebuilds contents of one thread's checkpoints; one instance per read (or batch, or walk), so
     the objects it fetched, the segments it parsed and the contents it built are shared by the
@@ -138,14 +126,15 @@ class ChainReader:
         self.problems: list[CheckpointError] = []  # every checkpoint's failure (REPORT)
         self.texts: OrderedDict[str, str] = OrderedDict()  # decoded blobs, by key
         self.ids: OrderedDict[str, str] = OrderedDict()  # checkpoint id -> state key of the content kept
-        self.lists: OrderedDict[str, dict[replay.Place, list[Any]]] = OrderedDict()  # replayed, by state key
         self.built: dict[str, int] = {"snapshots": 0, "rows": 0, "deltas": 0, "replayed": 0}
         """What this instance replayed: snapshots decoded, full records built from their parent and
         history rows (``_from_rows``), deltas applied, ancestors' rows a snapshot's lists were
-        replayed through (the per-call work tests count)."""
+        replayed through (what a profile of a read counts)."""
+        self.replays = Lists(self, service if cache and mode is Mode.STRICT else None, self.built)
+        """This read's list replays (``engine.lists``): through this reader's records and rows."""
 
     # -- what to fetch ------------------------------------------------------------
-    def _known(self, rec: Record) -> Content | None:
+    def known(self, rec: Record) -> Content | None:
         key = state_key(rec)
         found = self.states.get(key)
         if found is not None:
@@ -174,7 +163,7 @@ class ChainReader:
 
     def holds(self, rec: Record) -> bool:
         """Is ``rec``'s content known to this reader (built, or in the state cache)?"""
-        return self._known(rec) is not None
+        return self.known(rec) is not None
 
     def _start(self, chain: list[Record]) -> tuple[int, Content | None]:
         """(index after the newest record of ``chain`` whose content is known, that content)."""
@@ -185,7 +174,7 @@ class ChainReader:
                     thread_id=self.thread_id,
                     checkpoint_id=chain[-1]["id"],
                 )
-            known = self._known(chain[i])
+            known = self.known(chain[i])
             if known is not None:
                 return i + 1, known
         return 0, None
@@ -197,18 +186,18 @@ class ChainReader:
         building: set[str] = set()
         for chain in chains:
             for rec in reversed(chain):
-                if rec["id"] in building or (state_key(rec) not in self.failed and self._known(rec) is not None):
+                if rec["id"] in building or (state_key(rec) not in self.failed and self.known(rec) is not None):
                     break
                 if (
                     rec is chain[0]
                     and self._rows_usable(rec)
                     and (rec.get("parent") in building or self._base(rec) is not None)
                 ):
-                    keys.update(_rows_keys(rec))  # built from its parent, built first: no snapshot read
+                    keys.update(rows_keys(rec))  # built from its parent, built first: no snapshot read
                 else:
                     keys.update(ref_keys(rec, rows=False))
                     if rec["ref"]["type"] == R.SNAPSHOT and "replay" in rec["ref"]:
-                        keys.update(self._lineage_keys([rec, *self._lineage(rec, int(rec["ref"]["replay"]))]))
+                        keys.update(self.replays.prefetch(rec))
             if chain:
                 building.add(chain[-1]["id"])
         return sorted(k for k in keys if k not in self.objects and k not in self.readers and k not in self.texts)
@@ -510,19 +499,12 @@ class ChainReader:
         state, messages = await self._unblob(rec, [state, messages], subset=bool(where))
         if not where:
             return state, messages
-        held = self._held_lists(rec)
+        held = self.replays.held(rec)
         if held is None or not set(where) <= held.keys():
-            held = await self._replay(rec, where, inline)
+            held = await self.replays.replay(rec, where, inline)
         return replay.fill((state, messages), {place: held[place] for place in where})
 
     # -- a snapshot's lists, from its lineage's history rows (format.replay) -------------------
-    def _held_lists(self, rec: Record) -> dict[replay.Place, list[Any]] | None:
-        key = state_key(rec)
-        found = self.lists.get(key)
-        if found is None and self.cache and self.mode is Mode.STRICT:
-            found = self.service.lists(key)
-        return found
-
     def hinted(
         self,
         chain: Iterable[Record],
@@ -551,111 +533,6 @@ class ChainReader:
             self.readers[key] = reader
         records.update((rec["id"], rec) for rec in chain)
         self.records, self.partial = records, True
-
-    def _keep_lists(self, rec: Record, lists: dict[replay.Place, list[Any]]) -> None:
-        """Lists a replay went through at snapshot ``rec`` of the lineage: its own, if it is read next."""
-        key = state_key(rec)
-        self.lists.setdefault(key, {}).update(lists)
-        self.lists.move_to_end(key)
-        while len(self.lists) > _KEEP_STATES:
-            self.lists.popitem(last=False)
-        if self.cache and self.mode is Mode.STRICT and not self.partial:
-            self.service.remember_lists(key, lists)
-
-    def _lineage(self, rec: Record, n: int) -> list[Record]:
-        """Up to ``n`` ancestors of ``rec``, nearest first, ending early at the lineage's root (a record
-        whose parent is not in the manifest: its rows are against the empty content) or at one whose
-        content this reader knows (its lists are a replay's base)."""
-        out: list[Record] = []
-        records = self.records or {}
-        at = rec
-        while len(out) < n and (at is rec or self._known(at) is None):
-            parent_id = at.get("parent")
-            parent = records.get(str(parent_id)) if parent_id is not None else None
-            if parent is None:
-                break
-            out.append(parent)
-            at = parent
-        return out
-
-    def _lineage_keys(self, lineage: Iterable[Record]) -> set[str]:
-        """The objects holding the rows of ``lineage`` (those whose content is known need none)."""
-        keys: set[str] = set()
-        for i, r in enumerate(lineage):
-            if i == 0 or self._known(r) is None:
-                keys.update(_rows_keys(r))
-        return keys
-
-    async def _replay(
-        self, rec: Record, where: list[replay.Place], inline: dict[str, Delta]
-    ) -> dict[replay.Place, list[Any]]:
-        """The lists at ``where`` of snapshot ``rec``, replayed from its lineage's rows: from each
-        list's nearest defining record (``replay.touches``, the root) or from the content this reader
-        knows of an ancestor. The lineage ``ref.replay`` names is fetched with the snapshot
-        (``needed``); when it falls short, ``_EXTEND`` more ancestors in one more round trip."""
-        cid = rec["id"]
-        if self.records is None:
-            raise NeedsManifest(
-                "its snapshot replays lists from its ancestors", thread_id=self.thread_id, checkpoint_id=cid
-            )
-        lineage = [rec, *self._lineage(rec, int(rec["ref"]["replay"]))]
-        rows: list[Delta] = []
-        todo = list(where)
-        scope = replay.within(where)
-        start: dict[replay.Place, int] = {}
-        base: dict[replay.Place, tuple[int, list[Any]]] = {}
-        i = 0
-        while todo:
-            if i == len(lineage):
-                more = self._lineage(lineage[-1], _EXTEND)
-                if not more or len(lineage) > len(self.records):  # the root, or a parent loop
-                    raise BrokenChain(
-                        f"no record of its lineage defines the list at {list(todo[0][1])!r}",
-                        thread_id=self.thread_id,
-                        checkpoint_id=cid,
-                    )
-                await self.fetch(
-                    sorted(self._lineage_keys([lineage[-1], *more]) - self.objects.keys() - self.readers.keys())
-                )
-                lineage += more
-            r = lineage[i]
-            known = self._known(r) if i > 0 else None
-            if known is not None:
-                for place in todo:
-                    value = replay.get(known, place)
-                    if type(value) is not list:
-                        raise BrokenChain(
-                            f"its lineage's rows do not define the list at {list(place[1])!r}",
-                            thread_id=self.thread_id,
-                            checkpoint_id=cid,
-                        )
-                    base[place] = (i, value)
-                break
-            ops = await self.history(r, inline, scope)
-            rows.append(ops)
-            root = r.get("parent") is None or str(r["parent"]) not in self.records
-            if root and self.partial and r.get("parent") is not None:  # rows of no segment the hint names
-                raise NeedsManifest("its lineage leaves what the head hint names", thread_id=self.thread_id)
-            for place in list(todo):
-                if root or replay.touches(ops, place):
-                    start[place] = i
-                    todo.remove(place)
-            i += 1
-        self.built["replayed"] += len(rows)
-        out: dict[replay.Place, list[Any]] = {}
-        passed: dict[int, dict[replay.Place, list[Any]]] = {}  # lists at the snapshots on the way
-        for place in where:
-            at, value = base[place] if place in base else (start[place] + 1, None)
-            marks = {at - 1 - j: j for j in range(1, at) if "replay" in lineage[j]["ref"]}
-            values = replay.values(
-                place, value, rows[at - 1 :: -1], {*marks, at - 1}, thread_id=self.thread_id, checkpoint_id=cid
-            )
-            out[place] = values[at - 1]
-            for k, j in marks.items():
-                passed.setdefault(j, {})[place] = values[k]
-        for j, lists in passed.items():
-            self._keep_lists(lineage[j], lists)
-        return out
 
     def _check(self, content: Content, rec: Record) -> None:
         """The rebuilt content must match the digests (or, encrypted, the MACs) recorded at save.
