@@ -303,3 +303,28 @@ def test_a_writer_bound_that_falls_short_costs_a_round_trip_never_a_wrong_load(
     _, got = _cold(url)  # from the hint's segments: the extension finds the rows there
     assert got is not None and got.messages == saved[-1].messages and got.state == saved[-1].state
     assert ca.open_archive(url).verify().ok
+
+
+def test_a_segment_parses_each_distinct_path_once_and_hands_each_op_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay reads one op of each of a thousand records, all on the same path: a row group's path
+    texts are parsed once each, not once a row; each op still gets a list of its own."""
+    from ckpt_archive.format import objects
+
+    entries = [
+        (f"c{i}", i, None, [{"op": "append", "path": ["log"], "value": [i]}, {"op": "set", "path": ["n"], "value": i}])
+        for i in range(200)
+    ]
+    data, placed = objects.encode_segment("t", entries)
+    reader = objects.SegmentReader(data, thread_id="t", key="k")
+    parsed: list[str] = []
+    loads = codec.loads
+
+    def counting(text: Any) -> Any:
+        parsed.append(text)
+        return loads(text)
+
+    monkeypatch.setattr(objects.codec, "loads", counting)
+    ops = [reader.ops(cid, placed[cid][0]) for cid, _, _, _ in entries]
+    assert ops == [e[3] for e in entries]
+    assert sum(1 for t in parsed if t in ('["log"]', '["n"]')) <= 2 * reader.row_groups
+    assert len({id(op["path"]) for delta in ops for op in delta}) == 2 * len(entries)

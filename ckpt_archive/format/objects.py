@@ -248,6 +248,7 @@ class SegmentReader:
         self._data = data
         self._rows: dict[int, dict[str, list[Any]]] = {}
         self._at: dict[int, dict[Any, list[int]]] = {}  # row group -> checkpoint id -> its rows
+        self._paths: dict[str, Any] = {}  # path text -> parsed (read under the row groups' bounds)
         try:
             # string columns come back dictionary-encoded, as stored: a small dictionary page
             # repeated over many rows is only expanded once its decoded size is known (``_read``)
@@ -311,6 +312,7 @@ class SegmentReader:
             values, targets = rows["value"], rows["target"]
             out: Delta = []
             seen = 0
+            parsed_paths = self._paths
             for i in at.get(checkpoint_id, ()):
                 index, op, path, value, target = indexes[i], ops[i], paths[i], values[i], targets[i]
                 if index != seen:  # what a reader of the files alone orders the ops by
@@ -322,7 +324,10 @@ class SegmentReader:
                         key=self.key,
                     )
                 seen += 1
-                parsed = codec.loads(path)
+                parsed = parsed_paths.get(path)
+                if parsed is None:  # a row group's paths repeat (a chat appends to one list a row)
+                    parsed = parsed_paths[path] = codec.loads(path)
+                parsed = list(parsed)  # each op its own list, as a parse would give
                 if within is not None and not within(target, parsed):
                     continue
                 decoded = None if value is None else codec.loads(value)
