@@ -31,6 +31,8 @@ from __future__ import annotations
 import copy
 import marshal
 import math
+import operator
+from itertools import chain, compress
 from typing import Any
 
 import orjson
@@ -199,12 +201,20 @@ def plain_cell(value: Any, prior: Any, texts: Texts | None = None) -> Any:
     return cell
 
 
-Lists = dict[int, tuple[list[Any], bytes, list[Any], tuple[bool, ...]]]
+Same = tuple[list[type], list[int], list[Any], list[Any], list[bool], bytes, list[Any], bytes, list[Any]]
+"""What the cells of a list of LangChain messages were made from, by identity (``same_objects``): each
+message's class, its number of fields, their names, its field values themselves, in order and flattened,
+which of those are containers (a dict or a list; every other one is a str, int, float, bool or None),
+the canonical text and a private copy of those containers, and of the messages' extra fields."""
+
+Held = tuple[list[Any], bytes, list[Any], tuple[bool, ...], Same | None]
+Lists = dict[int, Held]
 """id of a list's ``items`` a put stored -> (those cells, the canonical text of their views as one JSON
-array, a private copy of the views, which cells are messages): what a saver keeps from put to put so
-that the elements a list still starts with are checked in one pass (``kept_prefix``). A cell's view is
-the JSON value an element must be to keep it: a ``json`` cell's value, a scalar cell itself, and for a
-message cell the message's field values as they were when it was stored (``_fields``)."""
+array, a private copy of the views, which cells are messages, and for a list of messages only what
+their cells were made from by identity, ``Same``): what a saver keeps from put to put so that the
+elements a list still starts with are checked in one pass (``identical_prefix``, else ``kept_prefix``).
+A cell's view is the JSON value an element must be to keep it: a ``json`` cell's value, a scalar cell
+itself, and for a message cell the message's field values as they were when it was stored (``_fields``)."""
 LISTS_KEPT = 256
 LISTS_BYTES = 128 << 20
 """At most this many lists, of at most this much text together, before the cache starts over (one entry
@@ -215,6 +225,86 @@ def _fields(message: BaseMessage) -> list[Any]:
     """What a message's cell is made from, besides its class: its field values and extra fields (its
     dump, ``_short`` or ``_full``, and whether that rebuilds it, are a function of these and the class)."""
     return [message.__dict__, message.__pydantic_extra__]
+
+
+_DICT = operator.attrgetter("__dict__")
+_EXTRA = operator.attrgetter("__pydantic_extra__")
+_CONTAINER_TYPES = frozenset((dict, list))
+_KNOWN_TYPES = frozenset((str, int, float, bool, type(None), dict, list))
+
+
+def _containers(values: list[Any]) -> tuple[bytes, list[Any]] | None:
+    """The canonical text and a private copy of ``values`` (dicts, lists, None), when JSON holds them exactly."""
+    text = dumps(values)
+    if text is None:
+        return None
+    copy_ = orjson.loads(text)
+    return (text, copy_) if same_json(values, copy_, text) else None
+
+
+def same_objects(messages: list[Any]) -> Same | None:
+    """``Same`` of ``messages`` (LangChain messages whose cells were just made or kept from them), or None
+    when a field value is neither an atom nor a container of JSON (such a list is checked by value only)."""
+    dicts = list(map(_DICT, messages))
+    flat = list(chain.from_iterable(map(dict.values, dicts)))
+    types = list(map(type, flat))
+    if not all(map(_KNOWN_TYPES.__contains__, types)):
+        return None
+    mask = list(map(_CONTAINER_TYPES.__contains__, types))
+    held = _containers(list(compress(flat, mask)))
+    extra = _containers(list(map(_EXTRA, messages)))
+    if held is None or extra is None:
+        return None
+    names = list(chain.from_iterable(dicts))
+    return list(map(type, messages)), list(map(len, dicts)), names, flat, mask, held[0], held[1], extra[0], extra[1]
+
+
+def _join(a: bytes, b: bytes) -> bytes:
+    """The text of the JSON array of ``a``'s items then ``b``'s (both JSON array texts)."""
+    if a == b"[]":
+        return b
+    return a if b == b"[]" else a[:-1] + b"," + b[1:]
+
+
+def _joined(a: Same, b: Same) -> Same:
+    """The ``Same`` of ``a``'s messages then ``b``'s."""
+    return (
+        a[0] + b[0],
+        a[1] + b[1],
+        a[2] + b[2],
+        a[3] + b[3],
+        a[4] + b[4],
+        _join(a[5], b[5]),
+        a[6] + b[6],
+        _join(a[7], b[7]),
+        a[8] + b[8],
+    )
+
+
+def identical_prefix(values: list[Any], held: Held) -> bool:
+    """Do the first ``len(cells)`` elements of ``values`` keep their cells (``held``: a ``Lists`` entry of
+    messages), by the objects their cells were made from? Each is a message of the same class, with the
+    same field names, each field value the very object it was then: an atom (a str, int, float, bool or
+    None, immutable) is then what it was; a container (a dict or a list, which may have changed in place)
+    and the extra fields are checked by value (``same_json``: one strict dump, one ``==``, one ``marshal``
+    of the containers alone). So an element changed in place fails it as it fails ``kept_prefix``, and
+    the long strings of a chat (its contents) are compared by identity, never serialised again. All in
+    C-speed passes: no Python call per element. False (check by value then) when ``held`` has no ``Same``."""
+    same = held[4]
+    k = len(held[0])
+    if same is None or len(values) < k:
+        return False
+    types, lens, names, flat, mask, text, known, extra_text, extra = same
+    head = values[:k]
+    if list(map(type, head)) != types:
+        return False
+    dicts = list(map(_DICT, head))  # no object the gc tracks made per element: a list per pass
+    if list(map(len, dicts)) != lens or list(chain.from_iterable(dicts)) != names:
+        return False
+    now = list(chain.from_iterable(map(dict.values, dicts)))
+    if len(now) != len(flat) or not all(map(operator.is_, now, flat)):
+        return False
+    return same_json(list(compress(now, mask)), known, text) and same_json(list(map(_EXTRA, head)), extra, extra_text)
 
 
 def _views(cells: list[Any], values: list[Any]) -> tuple[list[Any], tuple[bool, ...]] | None:
@@ -238,14 +328,14 @@ def _views(cells: list[Any], values: list[Any]) -> tuple[list[Any], tuple[bool, 
     return views, tuple(flags)
 
 
-def kept_prefix(values: list[Any], held: tuple[list[Any], bytes, list[Any], tuple[bool, ...]]) -> bool:
+def kept_prefix(values: list[Any], held: Held) -> bool:
     """Do the first ``len(cells)`` elements of ``values`` keep their cells (``held``: a ``Lists`` entry)?
     Each element is its view's JSON value exactly -- for a message cell, a message of the same class
     whose field values are exactly those it had when its cell was made, so its cell would be the same --
     which ``same_json`` decides for the whole prefix at once (the strict text of a JSON array is its
     elements' texts joined, and a JSON text splits one way only). Values, never identities: an element
     changed in place fails it."""
-    cells, text, known, flags = held
+    cells, text, known, flags, _ = held
     k = len(cells)
     if len(values) < k:
         return False
@@ -260,17 +350,12 @@ def kept_prefix(values: list[Any], held: tuple[list[Any], bytes, list[Any], tupl
     return same_json(head, known, text)
 
 
-def keep_list(
-    lists: Lists,
-    items: list[Any],
-    values: list[Any],
-    held: tuple[list[Any], bytes, list[Any], tuple[bool, ...]] | None,
-    k: int,
-) -> None:
+def keep_list(lists: Lists, items: list[Any], values: list[Any], held: Held | None, k: int, same: bool = False) -> None:
     """Note ``items`` (the cells a put stored for the list ``values``) in ``lists``; ``held``: the entry
     of the first ``k`` cells, which it extends (only the new cells are viewed and serialised), or None
-    (all are). Views that are not exactly JSON (a tuple in a message's metadata) are not kept: a check
-    against them would never hold."""
+    (all are); ``same``: ``identical_prefix`` held for them (so ``held``'s ``Same`` extends too; else a
+    list of messages takes its ``Same`` anew). Views that are not exactly JSON (a tuple in a message's
+    metadata) are not kept: a check against them would never hold."""
     if held is not None:
         lists.pop(id(held[0]), None)  # the parent's list: its successor is the one a next put starts from
     start = k if held is not None else 0
@@ -285,13 +370,21 @@ def keep_list(
     if not same_json(views, known, tail):
         return
     if held is not None and k:
-        text = held[1][:-1] + (b"," + tail[1:] if views else b"]")
+        text = _join(held[1], tail)
         known, flags = held[2] + known, held[3] + flags
     else:
         text = tail
+    objects: Same | None = None
+    if flags and all(flags):  # a list of messages: what their cells were made from, by identity
+        kept = held[4] if held is not None and k and same else None
+        if kept is not None:
+            fresh = same_objects(values[k : len(items)])
+            objects = None if fresh is None else _joined(kept, fresh)
+        else:
+            objects = same_objects(values[: len(items)])
     if len(lists) >= LISTS_KEPT or sum(len(e[1]) for e in lists.values()) + len(text) > LISTS_BYTES:
         lists.clear()
-    lists[id(items)] = (items, text, known, flags)
+    lists[id(items)] = (items, text, known, flags, objects)
 
 
 def _keep_text(texts: Texts | None, cell: Any, text: bytes) -> None:
