@@ -362,7 +362,7 @@ def test_a_put_checks_only_the_new_elements_of_a_list_that_grew(
         monkeypatch.undo()
         got = ArchiveSaver.from_url(f"memory://lg-hot-prefix-{n}-{messages}").get_tuple(cfg)
         assert got is not None and got.checkpoint["channel_values"]["messages"] == items
-    # the prefix's checks (for messages by identity: its containers and its extra fields), the new
+    # the prefix's checks (for messages ``same_prefix``: its containers and its extra fields), the new
     # element's own and, for messages, what its cell was made from (``values.same_objects``)
     assert counts[10] == counts[120] <= (7 if messages else 4), counts
 
@@ -419,7 +419,7 @@ def test_a_put_of_a_message_list_makes_no_python_call_per_element_it_already_hel
 ) -> None:
     """A list of LangChain messages that grew (``add_messages``: LangGraph hands each put the whole list)
     keeps the cells of the messages its parent's list held by what those cells were made from, by
-    identity, in C-speed passes (``values.identical_prefix``): the Python calls ``build_state`` makes in a
+    value, in C-speed passes over their fields (``values.same_prefix``): the Python calls ``build_state`` makes in a
     put are the same at 12 and at 120 messages (before: a ``_fields`` call per message held),
     and the messages stored are the ones given."""
     import sys
@@ -468,6 +468,7 @@ _MUTATIONS = (
     "extra",
     "id-equal-int",
     "kwargs-replaced-equal",
+    "copy",  # the copy get_tuple hands out (values.fresh_copy): the same values, other objects
 )
 
 
@@ -499,11 +500,12 @@ def _mutate(m: Any, how: str) -> None:
     )
 )
 def test_the_identity_prefix_check_keeps_only_the_cells_each_element_would_keep(case: tuple[int, Any]) -> None:
-    """``identical_prefix`` (class, field names and field values by identity, containers and extra fields
-    by value) keeps a list of messages' prior cells only when each message, checked alone
-    (``values.message_cell`` against its prior cell), keeps its own: a message changed in place -- its
-    content, a nested dict or list, a 1 made 1.0, its extra fields -- fails it; none changed passes it.
-    And the list stored after such edits is the list given (through a real saver)."""
+    """``same_prefix`` (class, field names, field value types and atoms, containers and extra fields as
+    JSON: C-speed passes over the fields) keeps a list of messages' prior cells only when each message,
+    checked alone (``values.message_cell`` against its prior cell), keeps its own: a message changed in
+    place -- its content, a nested dict or list, a 1 made 1.0, its extra fields -- fails it; messages of
+    the same values (unchanged, copied as ``get_tuple`` hands them out, an equal field assigned) pass
+    it. And what is encoded after such edits decodes to the messages given."""
     from langchain_core.messages import BaseMessage
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -517,12 +519,15 @@ def test_the_identity_prefix_check_keeps_only_the_cells_each_element_would_keep(
     held = codec_lists[id(entry[V.ITEMS])]
     assert held[4] is not None  # a list of messages keeps what its cells were made from
     for index, how in edits:
-        _mutate(values[index], how)
+        if how == "copy":
+            values[index] = V.fresh_copy(values[index])
+        else:
+            _mutate(values[index], how)
     one_by_one = all(V.message_cell(m, c) is c for m, c in zip(values, entry[V.ITEMS], strict=True))
-    if V.identical_prefix(values, held):
+    if V.same_prefix(values, held):
         assert one_by_one
-    if not edits:
-        assert V.identical_prefix(values, held)
+    if all(how in ("copy", "content-equal", "kwargs-replaced-equal") for _, how in edits):
+        assert V.same_prefix(values, held)  # the same values: kept, whichever objects hold them
     again = codec.encode_channel([*values, _chat_message(n)], entry)
     decoded = codec.decode_channel(again)
     assert all(isinstance(m, BaseMessage) for m in decoded)

@@ -177,7 +177,7 @@ class SerdeCodec:
             held = lists.get(id(priors)) if lists is not None and priors else None
             if held is not None and held[0] is not priors:
                 held = None
-            same = held is not None and V.identical_prefix(value, held)
+            same = held is not None and V.same_prefix(value, held)
             if held is not None and not same and not V.kept_prefix(value, held):
                 held = None
             if held is not None:

@@ -33,7 +33,7 @@ import marshal
 import math
 import operator
 from itertools import chain, compress
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from langchain_core.messages import (
@@ -201,18 +201,33 @@ def plain_cell(value: Any, prior: Any, texts: Texts | None = None) -> Any:
     return cell
 
 
-Same = tuple[list[type], list[int], list[Any], list[Any], list[bool], bytes, list[Any], bytes, list[Any]]
-"""What the cells of a list of LangChain messages were made from, by identity (``same_objects``): each
-message's class, its number of fields, their names, its field values themselves, in order and flattened,
-which of those are containers (a dict or a list; every other one is a str, int, float, bool or None),
-the canonical text and a private copy of those containers, and of the messages' extra fields."""
+class Same(NamedTuple):
+    """What the cells of a list of LangChain messages were made from (``same_objects``), so that the
+    messages a list still starts with are checked in C-speed passes, none a Python call per message
+    (``same_prefix``). Every field value of every message, flattened in order, is an atom (a str, an int,
+    a bool or None: immutable, so the object kept from the put is its value) or a container (a dict, a
+    list, or a float, whose JSON text tells ``0.0`` from ``-0.0``), kept as its canonical text and a
+    private copy; so are the messages' extra fields."""
+
+    classes: list[type]
+    lengths: list[int]  # fields per message
+    names: list[Any]  # the field names, flattened
+    types: list[type]  # the field values' types, flattened
+    atom: list[bool]  # which field values are atoms
+    container: list[bool]  # which are containers
+    atoms: list[Any]  # the atoms themselves
+    text: bytes  # the containers' canonical text, one JSON array
+    known: list[Any]  # a private copy of the containers
+    extra_text: bytes  # the extra fields' canonical text, one JSON array
+    extra: list[Any]  # a private copy of the extra fields
+
 
 Held = tuple[list[Any], bytes, list[Any], tuple[bool, ...], Same | None]
 Lists = dict[int, Held]
 """id of a list's ``items`` a put stored -> (those cells, the canonical text of their views as one JSON
 array, a private copy of the views, which cells are messages, and for a list of messages only what
-their cells were made from by identity, ``Same``): what a saver keeps from put to put so that the
-elements a list still starts with are checked in one pass (``identical_prefix``, else ``kept_prefix``).
+their cells were made from, ``Same``): what a saver keeps from put to put so that the
+elements a list still starts with are checked in one pass (``same_prefix``, else ``kept_prefix``).
 A cell's view is the JSON value an element must be to keep it: a ``json`` cell's value, a scalar cell
 itself, and for a message cell the message's field values as they were when it was stored (``_fields``)."""
 LISTS_KEPT = 256
@@ -229,12 +244,12 @@ def _fields(message: BaseMessage) -> list[Any]:
 
 _DICT = operator.attrgetter("__dict__")
 _EXTRA = operator.attrgetter("__pydantic_extra__")
-_CONTAINER_TYPES = frozenset((dict, list))
-_KNOWN_TYPES = frozenset((str, int, float, bool, type(None), dict, list))
+_ATOM_TYPES = frozenset((str, int, bool, type(None)))
+_CONTAINER_TYPES = frozenset((dict, list, float))
 
 
 def _containers(values: list[Any]) -> tuple[bytes, list[Any]] | None:
-    """The canonical text and a private copy of ``values`` (dicts, lists, None), when JSON holds them exactly."""
+    """The canonical text and a private copy of ``values``, when JSON holds them exactly (``same_json``)."""
     text = dumps(values)
     if text is None:
         return None
@@ -244,19 +259,21 @@ def _containers(values: list[Any]) -> tuple[bytes, list[Any]] | None:
 
 def same_objects(messages: list[Any]) -> Same | None:
     """``Same`` of ``messages`` (LangChain messages whose cells were just made or kept from them), or None
-    when a field value is neither an atom nor a container of JSON (such a list is checked by value only)."""
+    when a field value is of another type (such a list is checked by its views, ``kept_prefix``)."""
     dicts = list(map(_DICT, messages))
     flat = list(chain.from_iterable(map(dict.values, dicts)))
     types = list(map(type, flat))
-    if not all(map(_KNOWN_TYPES.__contains__, types)):
+    atom = list(map(_ATOM_TYPES.__contains__, types))
+    container = list(map(_CONTAINER_TYPES.__contains__, types))
+    if not all(map(operator.or_, atom, container)):
         return None
-    mask = list(map(_CONTAINER_TYPES.__contains__, types))
-    held = _containers(list(compress(flat, mask)))
+    held = _containers(list(compress(flat, container)))
     extra = _containers(list(map(_EXTRA, messages)))
     if held is None or extra is None:
         return None
     names = list(chain.from_iterable(dicts))
-    return list(map(type, messages)), list(map(len, dicts)), names, flat, mask, held[0], held[1], extra[0], extra[1]
+    classes, lengths = list(map(type, messages)), list(map(len, dicts))
+    return Same(classes, lengths, names, types, atom, container, list(compress(flat, atom)), *held, *extra)
 
 
 def _join(a: bytes, b: bytes) -> bytes:
@@ -268,43 +285,48 @@ def _join(a: bytes, b: bytes) -> bytes:
 
 def _joined(a: Same, b: Same) -> Same:
     """The ``Same`` of ``a``'s messages then ``b``'s."""
-    return (
-        a[0] + b[0],
-        a[1] + b[1],
-        a[2] + b[2],
-        a[3] + b[3],
-        a[4] + b[4],
-        _join(a[5], b[5]),
-        a[6] + b[6],
-        _join(a[7], b[7]),
-        a[8] + b[8],
+    return Same(
+        a.classes + b.classes,
+        a.lengths + b.lengths,
+        a.names + b.names,
+        a.types + b.types,
+        a.atom + b.atom,
+        a.container + b.container,
+        a.atoms + b.atoms,
+        _join(a.text, b.text),
+        a.known + b.known,
+        _join(a.extra_text, b.extra_text),
+        a.extra + b.extra,
     )
 
 
-def identical_prefix(values: list[Any], held: Held) -> bool:
+def same_prefix(values: list[Any], held: Held) -> bool:
     """Do the first ``len(cells)`` elements of ``values`` keep their cells (``held``: a ``Lists`` entry of
-    messages), by the objects their cells were made from? Each is a message of the same class, with the
-    same field names, each field value the very object it was then: an atom (a str, int, float, bool or
-    None, immutable) is then what it was; a container (a dict or a list, which may have changed in place)
-    and the extra fields are checked by value (``same_json``: one strict dump, one ``==``, one ``marshal``
-    of the containers alone). So an element changed in place fails it as it fails ``kept_prefix``, and
-    the long strings of a chat (its contents) are compared by identity, never serialised again. All in
-    C-speed passes: no Python call per element. False (check by value then) when ``held`` has no ``Same``."""
+    messages, with its ``Same``)? Each is a message of the same class with the same field names, whose
+    field values have exactly the types they had (``type``, not ``isinstance``: no subclass, no 1 for
+    True), its atoms ``==`` to those kept (for a str, an int, a bool or None of exactly its type, the same
+    value: a str met again is usually the very object, compared by identity), its containers and its
+    extra fields the same JSON (``same_json`` of them alone: one strict dump, one ``==``, one
+    ``marshal``). Values, never identities: a message changed in place fails it, a copy of it (the one
+    ``get_tuple`` handed out) passes it. Decides what ``kept_prefix`` decides for such a list, in C-speed
+    passes over its fields (no Python call per element) and without serialising the long strings of a
+    chat again. False (check the views then) when ``held`` has no ``Same``."""
     same = held[4]
     k = len(held[0])
     if same is None or len(values) < k:
         return False
-    types, lens, names, flat, mask, text, known, extra_text, extra = same
     head = values[:k]
-    if list(map(type, head)) != types:
+    if list(map(type, head)) != same.classes:
         return False
-    dicts = list(map(_DICT, head))  # no object the gc tracks made per element: a list per pass
-    if list(map(len, dicts)) != lens or list(chain.from_iterable(dicts)) != names:
+    dicts = list(map(_DICT, head))
+    if list(map(len, dicts)) != same.lengths or list(chain.from_iterable(dicts)) != same.names:
         return False
     now = list(chain.from_iterable(map(dict.values, dicts)))
-    if len(now) != len(flat) or not all(map(operator.is_, now, flat)):
+    if list(map(type, now)) != same.types or list(compress(now, same.atom)) != same.atoms:
         return False
-    return same_json(list(compress(now, mask)), known, text) and same_json(list(map(_EXTRA, head)), extra, extra_text)
+    return same_json(list(compress(now, same.container)), same.known, same.text) and same_json(
+        list(map(_EXTRA, head)), same.extra, same.extra_text
+    )
 
 
 def _views(cells: list[Any], values: list[Any]) -> tuple[list[Any], tuple[bool, ...]] | None:
@@ -353,7 +375,7 @@ def kept_prefix(values: list[Any], held: Held) -> bool:
 def keep_list(lists: Lists, items: list[Any], values: list[Any], held: Held | None, k: int, same: bool = False) -> None:
     """Note ``items`` (the cells a put stored for the list ``values``) in ``lists``; ``held``: the entry
     of the first ``k`` cells, which it extends (only the new cells are viewed and serialised), or None
-    (all are); ``same``: ``identical_prefix`` held for them (so ``held``'s ``Same`` extends too; else a
+    (all are); ``same``: ``same_prefix`` held for them (so ``held``'s ``Same`` extends too; else a
     list of messages takes its ``Same`` anew). Views that are not exactly JSON (a tuple in a message's
     metadata) are not kept: a check against them would never hold."""
     if held is not None:
@@ -375,7 +397,7 @@ def keep_list(lists: Lists, items: list[Any], values: list[Any], held: Held | No
     else:
         text = tail
     objects: Same | None = None
-    if flags and all(flags):  # a list of messages: what their cells were made from, by identity
+    if flags and all(flags):  # a list of messages: what their cells were made from
         kept = held[4] if held is not None and k and same else None
         if kept is not None:
             fresh = same_objects(values[k : len(items)])
