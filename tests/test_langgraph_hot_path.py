@@ -411,7 +411,7 @@ def _chat_message(i: int) -> Any:
         return AIMessage("", tool_calls=[call], id=f"c{i}")
     if kind == 2:
         return ToolMessage(f"result {i}", tool_call_id=f"call-{i - 1}", id=f"t{i}")
-    return AIMessage(f"answer-{i} " + "x" * 1000, id=f"a{i}")
+    return AIMessage(f"answer-{i} " + "x" * 1000, id=f"a{i}", additional_kwargs={"score": 0.0})
 
 
 def test_a_put_of_a_message_list_makes_no_python_call_per_element_it_already_held(
@@ -469,6 +469,8 @@ _MUTATIONS = (
     "id-equal-int",
     "kwargs-replaced-equal",
     "copy",  # the copy get_tuple hands out (values.fresh_copy): the same values, other objects
+    "negative-zero",  # 0.0 made -0.0: ==, not the same JSON
+    "bool-for-int",  # an empty dict filled, with a True where a 1 would be ==
 )
 
 
@@ -489,6 +491,11 @@ def _mutate(m: Any, how: str) -> None:
         m.name = None
     elif how == "kwargs-replaced-equal":
         m.additional_kwargs = dict(m.additional_kwargs)
+    elif how == "negative-zero" and "score" in m.additional_kwargs:
+        m.additional_kwargs["score"] = -0.0
+    elif how == "bool-for-int":
+        m.additional_kwargs["n"] = 1
+        m.additional_kwargs["n"] = True
 
 
 @settings(max_examples=150, deadline=None)

@@ -201,25 +201,88 @@ def plain_cell(value: Any, prior: Any, texts: Texts | None = None) -> Any:
     return cell
 
 
+class Values(NamedTuple):
+    """A run of values (the field values of a list of messages, flattened, or their extra fields), kept
+    so that the same run met again is checked in C-speed passes (``Values.holds``). Each value is an
+    atom (a str, an int, a bool or None: immutable, so the object kept is its value), an empty
+    container (a dict or a list, which it still is when it is still empty: no other dict or list is
+    ``==`` to it), or anything else JSON holds exactly (a dict or a list with items, a float, whose
+    JSON text tells ``0.0`` from ``-0.0``), kept as its canonical text and a private copy."""
+
+    types: list[type]
+    atom: list[bool]
+    atoms: list[Any]
+    empty: list[bool]
+    full: list[bool]
+    text: bytes  # the canonical text of the full ones, one JSON array
+    known: list[Any]  # a private copy of the full ones
+
+    @staticmethod
+    def of(values: list[Any]) -> Values | None:
+        """The ``Values`` of ``values``, or None when one is neither an atom nor JSON exactly."""
+        types = list(map(type, values))
+        if not all(map(_JSON_TYPES.__contains__, types)):
+            return None  # checked first: nothing below runs code of a type of the user's
+        atom = list(map(_ATOM_TYPES.__contains__, types))
+        empty = list(map(operator.and_, map(_CONTAINER_TYPES.__contains__, types), map(operator.not_, values)))
+        full = list(map(operator.not_, map(operator.or_, atom, empty)))
+        kept = list(compress(values, full))
+        text = dumps(kept)
+        if text is None:
+            return None
+        known: list[Any] = orjson.loads(text)
+        if not same_json(kept, known, text):
+            return None
+        return Values(types, atom, list(compress(values, atom)), empty, full, text, known)
+
+    def holds(self, values: list[Any]) -> bool:
+        """Are ``values`` (a list as long) those kept: the same types exactly (no subclass, no 1 for
+        True), the atoms ``==`` (a str met again is usually the very object), the empty containers
+        still empty, the rest the same JSON (``same_json``)?"""
+        return (
+            list(map(type, values)) == self.types
+            and list(compress(values, self.atom)) == self.atoms
+            and not any(map(len, compress(values, self.empty)))
+            and same_json(list(compress(values, self.full)), self.known, self.text)
+        )
+
+    def __add__(self, other: object) -> Values:
+        """The ``Values`` of this run then ``other``'s."""
+        assert isinstance(other, Values)
+        text = _join(self.text, other.text)
+        return Values(
+            self.types + other.types,
+            self.atom + other.atom,
+            self.atoms + other.atoms,
+            self.empty + other.empty,
+            self.full + other.full,
+            text,
+            self.known + other.known,
+        )
+
+
 class Same(NamedTuple):
     """What the cells of a list of LangChain messages were made from (``same_objects``), so that the
     messages a list still starts with are checked in C-speed passes, none a Python call per message
-    (``same_prefix``). Every field value of every message, flattened in order, is an atom (a str, an int,
-    a bool or None: immutable, so the object kept from the put is its value) or a container (a dict, a
-    list, or a float, whose JSON text tells ``0.0`` from ``-0.0``), kept as its canonical text and a
-    private copy; so are the messages' extra fields."""
+    (``same_prefix``): each message's class, its number of fields, their names, their values and its
+    extra fields (``Values``)."""
 
     classes: list[type]
-    lengths: list[int]  # fields per message
-    names: list[Any]  # the field names, flattened
-    types: list[type]  # the field values' types, flattened
-    atom: list[bool]  # which field values are atoms
-    container: list[bool]  # which are containers
-    atoms: list[Any]  # the atoms themselves
-    text: bytes  # the containers' canonical text, one JSON array
-    known: list[Any]  # a private copy of the containers
-    extra_text: bytes  # the extra fields' canonical text, one JSON array
-    extra: list[Any]  # a private copy of the extra fields
+    lengths: list[int]
+    names: list[Any]
+    fields: Values
+    extra: Values
+
+    def __add__(self, other: object) -> Same:
+        """The ``Same`` of these messages then ``other``'s."""
+        assert isinstance(other, Same)
+        return Same(
+            self.classes + other.classes,
+            self.lengths + other.lengths,
+            self.names + other.names,
+            self.fields + other.fields,
+            self.extra + other.extra,
+        )
 
 
 Held = tuple[list[Any], bytes, list[Any], tuple[bool, ...], Same | None]
@@ -242,40 +305,6 @@ def _fields(message: BaseMessage) -> list[Any]:
     return [message.__dict__, message.__pydantic_extra__]
 
 
-_DICT = operator.attrgetter("__dict__")
-_EXTRA = operator.attrgetter("__pydantic_extra__")
-_ATOM_TYPES = frozenset((str, int, bool, type(None)))
-_CONTAINER_TYPES = frozenset((dict, list, float))
-
-
-def _containers(values: list[Any]) -> tuple[bytes, list[Any]] | None:
-    """The canonical text and a private copy of ``values``, when JSON holds them exactly (``same_json``)."""
-    text = dumps(values)
-    if text is None:
-        return None
-    copy_ = orjson.loads(text)
-    return (text, copy_) if same_json(values, copy_, text) else None
-
-
-def same_objects(messages: list[Any]) -> Same | None:
-    """``Same`` of ``messages`` (LangChain messages whose cells were just made or kept from them), or None
-    when a field value is of another type (such a list is checked by its views, ``kept_prefix``)."""
-    dicts = list(map(_DICT, messages))
-    flat = list(chain.from_iterable(map(dict.values, dicts)))
-    types = list(map(type, flat))
-    atom = list(map(_ATOM_TYPES.__contains__, types))
-    container = list(map(_CONTAINER_TYPES.__contains__, types))
-    if not all(map(operator.or_, atom, container)):
-        return None
-    held = _containers(list(compress(flat, container)))
-    extra = _containers(list(map(_EXTRA, messages)))
-    if held is None or extra is None:
-        return None
-    names = list(chain.from_iterable(dicts))
-    classes, lengths = list(map(type, messages)), list(map(len, dicts))
-    return Same(classes, lengths, names, types, atom, container, list(compress(flat, atom)), *held, *extra)
-
-
 def _join(a: bytes, b: bytes) -> bytes:
     """The text of the JSON array of ``a``'s items then ``b``'s (both JSON array texts)."""
     if a == b"[]":
@@ -283,34 +312,32 @@ def _join(a: bytes, b: bytes) -> bytes:
     return a if b == b"[]" else a[:-1] + b"," + b[1:]
 
 
-def _joined(a: Same, b: Same) -> Same:
-    """The ``Same`` of ``a``'s messages then ``b``'s."""
-    return Same(
-        a.classes + b.classes,
-        a.lengths + b.lengths,
-        a.names + b.names,
-        a.types + b.types,
-        a.atom + b.atom,
-        a.container + b.container,
-        a.atoms + b.atoms,
-        _join(a.text, b.text),
-        a.known + b.known,
-        _join(a.extra_text, b.extra_text),
-        a.extra + b.extra,
-    )
+_DICT = operator.attrgetter("__dict__")
+_EXTRA = operator.attrgetter("__pydantic_extra__")
+_ATOM_TYPES = frozenset((str, int, bool, type(None)))
+_CONTAINER_TYPES = frozenset((dict, list))
+_JSON_TYPES = frozenset((str, int, bool, type(None), dict, list, float))
+
+
+def same_objects(messages: list[Any]) -> Same | None:
+    """``Same`` of ``messages`` (LangChain messages whose cells were just made or kept from them), or None
+    when a field value is of another type (such a list is checked by its views, ``kept_prefix``)."""
+    dicts = list(map(_DICT, messages))
+    fields = Values.of(list(chain.from_iterable(map(dict.values, dicts))))
+    extra = Values.of(list(map(_EXTRA, messages)))
+    if fields is None or extra is None:
+        return None
+    return Same(list(map(type, messages)), list(map(len, dicts)), list(chain.from_iterable(dicts)), fields, extra)
 
 
 def same_prefix(values: list[Any], held: Held) -> bool:
     """Do the first ``len(cells)`` elements of ``values`` keep their cells (``held``: a ``Lists`` entry of
     messages, with its ``Same``)? Each is a message of the same class with the same field names, whose
-    field values have exactly the types they had (``type``, not ``isinstance``: no subclass, no 1 for
-    True), its atoms ``==`` to those kept (for a str, an int, a bool or None of exactly its type, the same
-    value: a str met again is usually the very object, compared by identity), its containers and its
-    extra fields the same JSON (``same_json`` of them alone: one strict dump, one ``==``, one
-    ``marshal``). Values, never identities: a message changed in place fails it, a copy of it (the one
-    ``get_tuple`` handed out) passes it. Decides what ``kept_prefix`` decides for such a list, in C-speed
-    passes over its fields (no Python call per element) and without serialising the long strings of a
-    chat again. False (check the views then) when ``held`` has no ``Same``."""
+    field values and extra fields are those kept (``Values.holds``). Values, never identities: a message
+    changed in place fails it, a copy of it (the one ``get_tuple`` handed out) passes it. Decides what
+    ``kept_prefix`` decides for such a list, in C-speed passes over its fields (no Python call per
+    element) and without serialising the long strings of a chat again. False (check the views then)
+    when ``held`` has no ``Same``."""
     same = held[4]
     k = len(held[0])
     if same is None or len(values) < k:
@@ -321,11 +348,8 @@ def same_prefix(values: list[Any], held: Held) -> bool:
     dicts = list(map(_DICT, head))
     if list(map(len, dicts)) != same.lengths or list(chain.from_iterable(dicts)) != same.names:
         return False
-    now = list(chain.from_iterable(map(dict.values, dicts)))
-    if list(map(type, now)) != same.types or list(compress(now, same.atom)) != same.atoms:
-        return False
-    return same_json(list(compress(now, same.container)), same.known, same.text) and same_json(
-        list(map(_EXTRA, head)), same.extra, same.extra_text
+    return same.fields.holds(list(chain.from_iterable(map(dict.values, dicts)))) and same.extra.holds(
+        list(map(_EXTRA, head))
     )
 
 
@@ -401,7 +425,7 @@ def keep_list(lists: Lists, items: list[Any], values: list[Any], held: Held | No
         kept = held[4] if held is not None and k and same else None
         if kept is not None:
             fresh = same_objects(values[k : len(items)])
-            objects = None if fresh is None else _joined(kept, fresh)
+            objects = None if fresh is None else kept + fresh
         else:
             objects = same_objects(values[: len(items)])
     if len(lists) >= LISTS_KEPT or sum(len(e[1]) for e in lists.values()) + len(text) > LISTS_BYTES:
