@@ -480,7 +480,7 @@ def _mutate(m: Any, how: str) -> None:
     elif how == "content":
         m.content = m.content + "!"
     elif how == "nested-twin":
-        m.additional_kwargs.setdefault("n", {"v": [1]})["v"][0] = 1.0
+        m.additional_kwargs.setdefault("deep", {"v": [1]})["v"][0] = 1.0
     elif how == "nested-add":
         m.response_metadata["k"] = [1, {"x": None}]
     elif how == "tool-call-args" and getattr(m, "tool_calls", None):
@@ -506,7 +506,7 @@ def _mutate(m: Any, how: str) -> None:
         )
     )
 )
-def test_the_identity_prefix_check_keeps_only_the_cells_each_element_would_keep(case: tuple[int, Any]) -> None:
+def test_the_fields_prefix_check_keeps_only_the_cells_each_element_would_keep(case: tuple[int, Any]) -> None:
     """``same_prefix`` (class, field names, field value types and atoms, containers and extra fields as
     JSON: C-speed passes over the fields) keeps a list of messages' prior cells only when each message,
     checked alone (``values.message_cell`` against its prior cell), keeps its own: a message changed in
