@@ -362,7 +362,9 @@ def test_a_put_checks_only_the_new_elements_of_a_list_that_grew(
         monkeypatch.undo()
         got = ArchiveSaver.from_url(f"memory://lg-hot-prefix-{n}-{messages}").get_tuple(cfg)
         assert got is not None and got.checkpoint["channel_values"]["messages"] == items
-    assert counts[10] == counts[120] <= 4, counts  # the prefix's one check, the new element's own
+    # the prefix's checks (for messages ``same_prefix``: its containers and its extra fields), the new
+    # element's own and, for messages, what its cell was made from (``values.same_objects``)
+    assert counts[10] == counts[120] <= (7 if messages else 4), counts
 
 
 @pytest.mark.parametrize("messages", [False, True])
@@ -395,6 +397,148 @@ def test_an_element_mutated_in_place_is_stored_anew(messages: bool) -> None:
         assert stored[0].content == "after" and stored[0].additional_kwargs == {"x": {"deep": [1]}}
     else:
         assert type(stored[0]["content"]) is float
+
+
+def _chat_message(i: int) -> Any:
+    """The issue graph's messages: a question, a tool call, its result, a ~1 KB answer."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    kind = i % 4
+    if kind == 0:
+        return HumanMessage(f"question-{i}", id=f"h{i}")
+    if kind == 1:
+        call = {"name": "lookup", "args": {"query": f"q-{i}"}, "id": f"call-{i}", "type": "tool_call"}
+        return AIMessage("", tool_calls=[call], id=f"c{i}")
+    if kind == 2:
+        return ToolMessage(f"result {i}", tool_call_id=f"call-{i - 1}", id=f"t{i}")
+    return AIMessage(f"answer-{i} " + "x" * 1000, id=f"a{i}", additional_kwargs={"score": 0.0})
+
+
+def test_a_put_of_a_message_list_makes_no_python_call_per_element_it_already_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A list of LangChain messages that grew (``add_messages``: LangGraph hands each put the whole list)
+    keeps the cells of the messages its parent's list held by what those cells were made from, by
+    value, in C-speed passes over their fields (``values.same_prefix``): the Python calls ``build_state`` makes in a
+    put are the same at 12 and at 120 messages (before: a ``_fields`` call per message held),
+    and the messages stored are the ones given."""
+    import sys
+
+    import ckpt_archive.integrations.langgraph.saver as saver_module
+
+    real = saver_module.build_state
+    counts: dict[int, int] = {}
+    for n in (12, 120):  # the last message of each is an answer
+        saver = ArchiveSaver.from_url(f"memory://lg-hot-calls-{n}")
+        cfg, items = _config("t"), []
+        calls = [0]
+
+        def counted(*args: Any, _calls: list[int] = calls, **kw: Any) -> Any:
+            def tally(frame: Any, event: str, arg: Any) -> None:
+                if event == "call":
+                    _calls[0] += 1
+
+            sys.setprofile(tally)
+            try:
+                return real(*args, **kw)
+            finally:
+                sys.setprofile(None)
+
+        for i in range(n):
+            items = [*items, _chat_message(i)]
+            cp = generate_checkpoint(channel_values={"messages": items})
+            cp["channel_versions"] = {"messages": i + 1}
+            if i == n - 1:
+                monkeypatch.setattr(saver_module, "build_state", counted)
+            cfg = saver.put(cfg, cp, generate_metadata(step=i), {"messages": i + 1})
+        counts[n] = calls[0]
+        monkeypatch.undo()
+        got = ArchiveSaver.from_url(f"memory://lg-hot-calls-{n}").get_tuple(cfg)
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == items
+    assert counts[12] == counts[120], counts
+
+
+_MUTATIONS = (
+    "none",
+    "content-equal",  # reassigned an equal str: another object, the same value (kept by value)
+    "content",
+    "nested-twin",  # a nested int made a float in place: 1 and 1.0 are ==, not the same JSON
+    "nested-add",
+    "tool-call-args",
+    "extra",
+    "id-equal-int",
+    "kwargs-replaced-equal",
+    "copy",  # the copy get_tuple hands out (values.fresh_copy): the same values, other objects
+    "negative-zero",  # 0.0 made -0.0: ==, not the same JSON
+    "bool-for-int",  # an empty dict filled, with a True where a 1 would be ==
+)
+
+
+def _mutate(m: Any, how: str) -> None:
+    if how == "content-equal":
+        m.content = "".join(list(m.content))
+    elif how == "content":
+        m.content = m.content + "!"
+    elif how == "nested-twin":
+        m.additional_kwargs.setdefault("deep", {"v": [1]})["v"][0] = 1.0
+    elif how == "nested-add":
+        m.response_metadata["k"] = [1, {"x": None}]
+    elif how == "tool-call-args" and getattr(m, "tool_calls", None):
+        m.tool_calls[0]["args"]["query"] += "?"
+    elif how == "extra":
+        object.__setattr__(m, "__pydantic_extra__", {"note": 1})
+    elif how == "id-equal-int":
+        m.name = None
+    elif how == "kwargs-replaced-equal":
+        m.additional_kwargs = dict(m.additional_kwargs)
+    elif how == "negative-zero" and "score" in m.additional_kwargs:
+        m.additional_kwargs["score"] = -0.0
+    elif how == "bool-for-int":
+        m.additional_kwargs["n"] = 1
+        m.additional_kwargs["n"] = True
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.integers(min_value=1, max_value=12).flatmap(
+        lambda n: st.tuples(
+            st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.sampled_from(_MUTATIONS)), max_size=3)
+        )
+    )
+)
+def test_the_fields_prefix_check_keeps_only_the_cells_each_element_would_keep(case: tuple[int, Any]) -> None:
+    """``same_prefix`` (class, field names, field value types and atoms, containers and extra fields as
+    JSON: C-speed passes over the fields) keeps a list of messages' prior cells only when each message,
+    checked alone (``values.message_cell`` against its prior cell), keeps its own: a message changed in
+    place -- its content, a nested dict or list, a 1 made 1.0, its extra fields -- fails it; messages of
+    the same values (unchanged, copied as ``get_tuple`` hands them out, an equal field assigned) pass
+    it. And what is encoded after such edits decodes to the messages given."""
+    from langchain_core.messages import BaseMessage
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from ckpt_archive.integrations.langgraph.encoding import SerdeCodec
+
+    n, edits = case
+    codec_lists: V.Lists = {}
+    codec = SerdeCodec(JsonPlusSerializer(), {}, texts={}, lists=codec_lists)
+    values = [_chat_message(i) for i in range(n)]
+    entry = codec.encode_channel(values, None)
+    held = codec_lists[id(entry[V.ITEMS])]
+    assert held[4] is not None  # a list of messages keeps what its cells were made from
+    for index, how in edits:
+        if how == "copy":
+            values[index] = V.fresh_copy(values[index])
+        else:
+            _mutate(values[index], how)
+    one_by_one = all(V.message_cell(m, c) is c for m, c in zip(values, entry[V.ITEMS], strict=True))
+    if V.same_prefix(values, held):
+        assert one_by_one
+    if all(how in ("copy", "content-equal", "kwargs-replaced-equal") for _, how in edits):
+        assert V.same_prefix(values, held)  # the same values: kept, whichever objects hold them
+    again = codec.encode_channel([*values, _chat_message(n)], entry)
+    decoded = codec.decode_channel(again)
+    assert all(isinstance(m, BaseMessage) for m in decoded)
+    assert [V.readable_message(m) for m in decoded] == [V.readable_message(m) for m in [*values, _chat_message(n)]]
 
 
 @settings(max_examples=200, deadline=None)

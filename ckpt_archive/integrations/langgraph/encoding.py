@@ -175,7 +175,10 @@ class SerdeCodec:
             priors: list[Any] = old_items if type(old_items) is list else []
             cell, inner, lists = self.cell, depth + 1, self.lists if self.readable and keep else None
             held = lists.get(id(priors)) if lists is not None and priors else None
-            if held is not None and (held[0] is not priors or not V.kept_prefix(value, held)):
+            if held is not None and held[0] is not priors:
+                held = None
+            same = held is not None and V.same_prefix(value, held)
+            if held is not None and not same and not V.kept_prefix(value, held):
                 held = None
             if held is not None:
                 items = [*priors, *(cell(element, None, inner) for element in value[len(priors) :])]
@@ -183,7 +186,7 @@ class SerdeCodec:
                 items = [cell(element, prior, inner) for element, prior in zip(value, priors, strict=False)]
                 items.extend(cell(element, None, inner) for element in value[len(priors) :])
             if lists is not None:
-                V.keep_list(lists, items, value, held, len(priors))
+                V.keep_list(lists, items, value, held, len(priors), same)
             return {V.ITEMS: items}
         if self.readable and V.is_delta_snapshot(value):
             prior = old.get(V.SNAPSHOT) if type(old) is dict and len(old) == 1 else None

@@ -121,7 +121,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         self._known: dict[str, dict[str, tuple[str, int]]] = {}  # archive thread -> lg id -> (archive id, step)
         self._put_raw: dict[str, bytes] = {}  # base64 text -> bytes of the values last put (encode_channel)
         self._put_texts: Texts = {}  # id of a json cell put -> (cell, its canonical text) (values.plain_cell)
-        self._put_lists: Lists = {}  # id of a list of cells put -> (cells, text, views) (values.kept_prefix)
+        self._put_lists: Lists = {}  # id of a list of cells put -> (cells, text, views, ...) (values.Lists)
         if keys := keys_of(allowed_types):  # the mechanism compile() uses for a graph's schema types
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
