@@ -23,6 +23,7 @@ from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, gen
 
 import ckpt_archive as ca
 from ckpt_archive.integrations.langgraph import ArchiveSaver
+from ckpt_archive.integrations.langgraph import held as H
 from ckpt_archive.integrations.langgraph import values as V
 from ckpt_archive.integrations.langgraph.saver import SAVER_HINT_EVERY, SAVER_HINT_IDLE
 from ckpt_archive.ops import reads as ops_reads
@@ -337,7 +338,7 @@ def test_a_put_checks_only_the_new_elements_of_a_list_that_grew(
     monkeypatch: pytest.MonkeyPatch, messages: bool
 ) -> None:
     """With ``add_messages`` LangGraph hands each put the whole list. The elements the parent's list
-    already held are checked in one C-speed pass over the list (``values.kept_prefix``: one strict dump,
+    already held are checked in one C-speed pass over the list (``held.kept_prefix``: one strict dump,
     one ``==``, one ``marshal``, the prior's text kept from the put before), not element by element in
     Python: the per-element checks of a put are those of its new elements, the same at 10 and at 120
     elements (before: one or more per element). An element mutated in place is still seen
@@ -363,7 +364,7 @@ def test_a_put_checks_only_the_new_elements_of_a_list_that_grew(
         got = ArchiveSaver.from_url(f"memory://lg-hot-prefix-{n}-{messages}").get_tuple(cfg)
         assert got is not None and got.checkpoint["channel_values"]["messages"] == items
     # the prefix's checks (for messages ``same_prefix``: its containers and its extra fields), the new
-    # element's own and, for messages, what its cell was made from (``values.same_objects``)
+    # element's own and, for messages, what its cell was made from (``held.same_objects``)
     assert counts[10] == counts[120] <= (7 if messages else 4), counts
 
 
@@ -419,7 +420,7 @@ def test_a_put_of_a_message_list_makes_no_python_call_per_element_it_already_hel
 ) -> None:
     """A list of LangChain messages that grew (``add_messages``: LangGraph hands each put the whole list)
     keeps the cells of the messages its parent's list held by what those cells were made from, by
-    value, in C-speed passes over their fields (``values.same_prefix``): the Python calls ``build_state`` makes in a
+    value, in C-speed passes over their fields (``held.same_prefix``): the Python calls ``build_state`` makes in a
     put are the same at 12 and at 120 messages (before: a ``_fields`` call per message held),
     and the messages stored are the ones given."""
     import sys
@@ -519,7 +520,7 @@ def test_the_fields_prefix_check_keeps_only_the_cells_each_element_would_keep(ca
     from ckpt_archive.integrations.langgraph.encoding import SerdeCodec
 
     n, edits = case
-    codec_lists: V.Lists = {}
+    codec_lists: H.Lists = {}
     codec = SerdeCodec(JsonPlusSerializer(), {}, texts={}, lists=codec_lists)
     values = [_chat_message(i) for i in range(n)]
     entry = codec.encode_channel(values, None)
@@ -531,10 +532,10 @@ def test_the_fields_prefix_check_keeps_only_the_cells_each_element_would_keep(ca
         else:
             _mutate(values[index], how)
     one_by_one = all(V.message_cell(m, c) is c for m, c in zip(values, entry[V.ITEMS], strict=True))
-    if V.same_prefix(values, held):
+    if H.same_prefix(values, held):
         assert one_by_one
     if all(how in ("copy", "content-equal", "kwargs-replaced-equal") for _, how in edits):
-        assert V.same_prefix(values, held)  # the same values: kept, whichever objects hold them
+        assert H.same_prefix(values, held)  # the same values: kept, whichever objects hold them
     again = codec.encode_channel([*values, _chat_message(n)], entry)
     decoded = codec.decode_channel(again)
     assert all(isinstance(m, BaseMessage) for m in decoded)
@@ -551,8 +552,8 @@ def test_the_one_pass_prefix_check_keeps_exactly_the_cells_the_element_checks_ke
     priors = [V.plain_cell(k, None) for k in known]
     if any(p is None for p in priors):  # a string orjson refuses: never stored as JSON
         return
-    lists: V.Lists = {}
-    V.keep_list(lists, priors, known, None, 0)
+    lists: H.Lists = {}
+    H.keep_list(lists, priors, known, None, 0)
     held = lists[id(priors)]
 
     def kept(value: Any, prior: Any) -> bool:  # the element's own cell is its prior, or a scalar written alike
@@ -562,8 +563,8 @@ def test_the_one_pass_prefix_check_keeps_exactly_the_cells_the_element_checks_ke
         )
 
     one_by_one = all(kept(v, p) for v, p in zip(values, priors, strict=True))
-    assert V.kept_prefix(list(values), held) is one_by_one
-    assert V.kept_prefix([*values, "more"], held) is one_by_one  # a longer list: its prefix
+    assert H.kept_prefix(list(values), held) is one_by_one
+    assert H.kept_prefix([*values, "more"], held) is one_by_one  # a longer list: its prefix
 
 
 def test_a_snapshot_put_on_local_disk_writes_its_objects_in_one_executor_job(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from ...codec import check_json, json_copy, stored_copy
 from ...errors import CheckpointError, InvalidState
 from ...model import LANGGRAPH_KEY, RESERVED_PREFIX
+from . import held as H
 from . import values as V
 from .serde import UnreadableValue, check_encoding
 
@@ -86,15 +87,15 @@ class SerdeCodec:
         where: str = "",
         texts: V.Texts | None = None,
         messages: dict[Any, Any] | None = None,
-        lists: V.Lists | None = None,
+        lists: H.Lists | None = None,
     ) -> None:
         self.serde = serde
         self.raw = raw
         self.texts = texts
         """Canonical texts of ``json`` cells by id (``values.plain_cell``), kept by the saver between puts."""
         self.lists = lists
-        """The lists of cells the saver's puts stored, with their text (``values.Lists``): a list channel
-        that grew is checked against its parent's in one pass (``values.kept_prefix``)."""
+        """The lists of cells the saver's puts stored, with their text (``held.Lists``): a list channel
+        that grew is checked against its parent's in one pass (``held.kept_prefix``)."""
         self.limit = limit
         self.where = where
         self.messages = messages
@@ -168,7 +169,7 @@ class SerdeCodec:
         ``raw`` holding the bytes of the old items, kept by the saver from put to put), so the delta of
         a list that grew is an append of its new elements. When the old items are a list this saver
         put (``lists``), the elements the list still starts with are checked against them in one pass
-        (``values.kept_prefix``), each new element alone. ``depth``: tagged containers around it; ``keep``:
+        (``held.kept_prefix``), each new element alone. ``depth``: tagged containers around it; ``keep``:
         note the list for the next put (not a pending write's: no put starts from it)."""
         if type(value) is list:
             old_items = old.get(V.ITEMS) if type(old) is dict and len(old) == 1 else None
@@ -177,8 +178,8 @@ class SerdeCodec:
             held = lists.get(id(priors)) if lists is not None and priors else None
             if held is not None and held[0] is not priors:
                 held = None
-            same = held is not None and V.same_prefix(value, held)
-            if held is not None and not same and not V.kept_prefix(value, held):
+            same = held is not None and H.same_prefix(value, held)
+            if held is not None and not same and not H.kept_prefix(value, held):
                 held = None
             if held is not None:
                 items = [*priors, *(cell(element, None, inner) for element in value[len(priors) :])]
@@ -186,7 +187,7 @@ class SerdeCodec:
                 items = [cell(element, prior, inner) for element, prior in zip(value, priors, strict=False)]
                 items.extend(cell(element, None, inner) for element in value[len(priors) :])
             if lists is not None:
-                V.keep_list(lists, items, value, held, len(priors), same)
+                H.keep_list(lists, items, value, held, len(priors), same)
             return {V.ITEMS: items}
         if self.readable and V.is_delta_snapshot(value):
             prior = old.get(V.SNAPSHOT) if type(old) is dict and len(old) == 1 else None

@@ -43,12 +43,13 @@ from .encoding import (
     build_state,
     split_metadata,
 )
+from .held import Lists
 from .history import History, collect_history
 from .maintenance import Maintenance
 from .reading import MEMOS, Reads, SaverReads, by_lg_id, is_top, lg_ids, target, windows
 from .reading import record_lg_ids as lg_ids_of
 from .serde import AllowedTypes, check_serde, keys_of, strict_serde
-from .values import Lists, Texts
+from .values import Texts
 
 SAVER_SNAPSHOT_INTERVAL = 30
 """``from_url``'s ``full_snapshot_interval``: a snapshot every 30 LangGraph steps (a put each; the
@@ -121,7 +122,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         self._known: dict[str, dict[str, tuple[str, int]]] = {}  # archive thread -> lg id -> (archive id, step)
         self._put_raw: dict[str, bytes] = {}  # base64 text -> bytes of the values last put (encode_channel)
         self._put_texts: Texts = {}  # id of a json cell put -> (cell, its canonical text) (values.plain_cell)
-        self._put_lists: Lists = {}  # id of a list of cells put -> (cells, text, views, ...) (values.Lists)
+        self._put_lists: Lists = {}  # id of a list of cells put -> (cells, text, views, ...) (held.Lists)
         if keys := keys_of(allowed_types):  # the mechanism compile() uses for a graph's schema types
             self.serde = self.with_allowlist(keys).serde
         self._writes: OrderedDict[tuple[str, str], tuple[str | None, W.Objects]] = OrderedDict()
