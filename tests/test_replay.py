@@ -287,14 +287,14 @@ def test_a_writer_bound_that_falls_short_costs_a_round_trip_never_a_wrong_load(
     saved = _chat(archive, 95)
     archive.close()
     extended: list[int] = []
-    lineage = lists.Lists.lineage
+    lineage = lists.Replays.lineage
 
-    def counting(self: lists.Lists, rec: Any, n: int) -> Any:
+    def counting(self: lists.Replays, rec: Any, n: int) -> Any:
         if n == lists.EXTEND:
             extended.append(n)
         return lineage(self, rec, n)
 
-    monkeypatch.setattr(lists.Lists, "lineage", counting)
+    monkeypatch.setattr(lists.Replays, "lineage", counting)
     fresh = ca.open_archive(url)
     for ckpt in saved[::7]:
         got = fresh.load_by_id(ckpt.checkpoint_id)

@@ -36,11 +36,9 @@ from ..format.crypto import Encryption
 from ..format.manifest import Manifest, Record, history_ref, ref_keys
 from ..format.objects import SegmentReader, check_content, decode_snapshot_content, verify
 from ..storage import ObjectStore
-from .lists import Lists, rows_keys
+from .lists import Replays, rows_keys
 
 T = TypeVar("T")
-Scope = Callable[[str | None, Any], bool]
-"""Which ops (by target and path) a read of history rows takes: ``replay.within``."""
 
 _KEEP_STATES = 64
 _KEEP_SEGMENTS = 4
@@ -130,7 +128,7 @@ class ChainReader:
         """What this instance replayed: snapshots decoded, full records built from their parent and
         history rows (``_from_rows``), deltas applied, ancestors' rows a snapshot's lists were
         replayed through (what a profile of a read counts)."""
-        self.replays = Lists(self, service if cache and mode is Mode.STRICT else None, self.built)
+        self.replays = Replays(self, service if cache and mode is Mode.STRICT else None, self.built)
         """This read's list replays (``engine.lists``): through this reader's records and rows."""
 
     # -- what to fetch ------------------------------------------------------------
@@ -331,7 +329,7 @@ class ChainReader:
         segment checked: what a replay applies, and what ``copy_thread`` re-encodes for the copy."""
         return (await self._segment(rec)).ops(origin(rec), rec["ref"]["row_group"])
 
-    async def history_ops(self, rec: Record, inline: dict[str, Delta], within: Scope | None = None) -> Delta:
+    async def history_ops(self, rec: Record, inline: dict[str, Delta], within: replay.Scope | None = None) -> Delta:
         """A record's history rows as stored (``history_ref``: a delta's ops, a full record's ``rows``),
         their segment checked like a load checks one: what maintenance and ``copy_thread`` re-encode
         and verify proves. ``BrokenChain`` for a full record without ``rows``."""
@@ -353,7 +351,7 @@ class ChainReader:
             return None
         return await self._segment(rec, held)
 
-    async def history(self, rec: Record, inline: dict[str, Delta], within: Scope | None = None) -> Delta:
+    async def history(self, rec: Record, inline: dict[str, Delta], within: replay.Scope | None = None) -> Delta:
         """A record's history rows as plain ops: opened (encrypted), their blob references resolved
         (they may reference only blobs the record lists); ``within``: only those ops (a sealed value is
         bound to its op's index, so an encrypted record's are all opened, then taken)."""
@@ -504,7 +502,7 @@ class ChainReader:
             held = await self.replays.replay(rec, where, inline)
         return replay.fill((state, messages), {place: held[place] for place in where})
 
-    # -- a snapshot's lists, from its lineage's history rows (format.replay) -------------------
+    # -- the head hint's segments as this reader's records (a cold reader's lineage) -----------
     def hinted(
         self,
         chain: Iterable[Record],

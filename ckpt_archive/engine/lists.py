@@ -2,7 +2,7 @@
 section 13): the lineage walk, what it fetches, and the lists a replay went through, kept so that a
 read of the snapshots on the way (LangGraph's ``list()`` builds newest first) replays nothing twice.
 
-``ChainReader`` composes one ``Lists`` per read and is its ``Rows``: the records, the fetch and the
+``ChainReader`` composes one ``Replays`` per read and is its ``Rows``: the records, the fetch and the
 history rows all come from the reader, so a replay sees exactly what the chain replay sees (one read
 of rows, one set of checks).
 """
@@ -38,7 +38,7 @@ class Rows(Protocol):
 
     def known(self, rec: Record) -> Content | None: ...
     async def fetch(self, keys: list[str]) -> None: ...
-    async def history(self, rec: Record, inline: dict[str, Delta], within: Any = None) -> Delta: ...
+    async def history(self, rec: Record, inline: dict[str, Delta], within: replay.Scope | None = None) -> Delta: ...
 
 
 class Shared(Protocol):
@@ -58,7 +58,7 @@ def rows_keys(rec: Record) -> set[str]:
     return out
 
 
-class Lists:
+class Replays:
     """The replays of one read. ``shared``: the engine's cache, served from and filled (None: this
     read neither, e.g. the integrity API, which re-reads everything)."""
 

@@ -42,6 +42,9 @@ list, seen as ``{"messages": [...]}``) and its path of dict keys."""
 
 MESSAGE_PLACE: Place = (MESSAGES, (MESSAGES,))
 
+Scope = Callable[[str | None, Any], bool]
+"""Which ops (by target and path) a read of history rows takes (``within``)."""
+
 
 def _lists(state: dict[str, Any], path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
     for key, value in state.items():
@@ -160,7 +163,7 @@ def _mine(rows: Delta, scope: tuple[str | None, frozenset[tuple[str, ...]]]) -> 
     ]
 
 
-def within(where: Iterable[Place]) -> Callable[[str | None, Any], bool]:
+def within(where: Iterable[Place]) -> Scope:
     """Does an op (its target, its path) write one of the places or a key enclosing one: the ops a
     replay of ``where`` needs of each record (a reader parses no other value)."""
     scopes: dict[str | None, set[tuple[str, ...]]] = {}

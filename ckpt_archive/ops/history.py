@@ -68,9 +68,9 @@ def reach(
     while todo and at is not None and d <= len(records):
         d += 1
         held = history_ref(at)
-        if held is not None and R.kind(held) == R.EMPTY:
+        if R.kind(held) == R.EMPTY:
             rows: Delta | None = []
-        elif held is not None and R.kind(held) == R.INLINE and at["id"] in inline:
+        elif R.kind(held) == R.INLINE and at["id"] in inline:
             rows = inline[at["id"]]
         else:
             rows = None
