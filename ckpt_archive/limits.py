@@ -75,8 +75,9 @@ SMALL_BYTES = 1 * MiB
 UTF-8 each, up to six bytes of JSON per byte)."""
 
 ROW_GROUP_ROWS = 1 << 21
-"""Rows of one row group of a delta segment: at most 64 checkpoints of at most ``INLINE_OPS_BYTES``
-of ops, each op at least ~35 bytes of JSON."""
+"""Rows of one row group of a delta segment: a writer closes a row group at ``GROUP_BYTES`` (2 MiB) of
+ops, so it holds at most that plus one checkpoint's ``INLINE_OPS_BYTES``, each op at least ~35 bytes
+of JSON (~90,000 rows); this bound leaves room for a writer grouping differently."""
 
 FOOTER_ITEMS = 4 * MAX_INLINE_DELTAS
 """Elements of one list in a segment's Parquet footer (pyarrow reserves a list's declared length

@@ -125,13 +125,16 @@ def test_a_cell_met_by_identity_costs_the_memo_no_object_to_track(monkeypatch: p
     made = codec.encode_channel([HumanMessage(f"m {i} " + "x" * 50, id=f"m{i}") for i in range(n)], None)
     cells = orjson.loads(orjson.dumps(made))
     first = codec.decode_channel(cells)
-    again = orjson.loads(orjson.dumps(made))  # equal cells, other objects: a later snapshot's
-    gc.collect()
-    before = len(gc.get_objects())
-    second = codec.decode_channel(again)
-    del second
-    gc.collect()
-    assert len(gc.get_objects()) - before <= 1  # the memo's entries for 200 more cells
+    grown = []
+    for _ in range(3):  # the fewest of three tries: another thread (the I/O loop) may allocate meanwhile
+        again = orjson.loads(orjson.dumps(made))  # equal cells, other objects: a later snapshot's
+        gc.collect()
+        before = len(gc.get_objects())
+        second = codec.decode_channel(again)
+        del second
+        gc.collect()
+        grown.append(len(gc.get_objects()) - before)
+    assert min(grown) <= 1, grown  # the memo's entries for 200 more cells (one pair a cell: >= 200)
     texts: list[Any] = []
     real = encoding.cell_text
 

@@ -328,3 +328,65 @@ def test_a_segment_parses_each_distinct_path_once_and_hands_each_op_its_own(monk
     assert ops == [e[3] for e in entries]
     assert sum(1 for t in parsed if t in ('["log"]', '["n"]')) <= 2 * reader.row_groups
     assert len({id(op["path"]) for delta in ops for op in delta}) == 2 * len(entries)
+
+
+def test_a_replay_scope_is_decided_once_per_row_group_and_distinct_path() -> None:
+    """A replay asks a segment for each record of a lineage with the same scope: which rows it takes
+    is decided once per row group and (target, path), not once per row and call, and the ops taken
+    are exactly those the scope names, values parsed for those alone."""
+    from ckpt_archive.format import objects
+
+    entries = [
+        (
+            f"c{i}",
+            i,
+            None,
+            [
+                {"op": "append", "path": ["log"], "value": [i]},
+                {"op": "set", "path": ["n"], "value": i},
+                {"op": "append", "path": ["messages"], "value": {"i": i}, "target": "messages"},
+            ],
+        )
+        for i in range(300)
+    ]
+    data, placed = objects.encode_segment("t", entries)
+    reader = objects.SegmentReader(data, thread_id="t", key="k")
+    asked: list[tuple[Any, Any]] = []
+
+    def within(target: Any, path: Any) -> bool:
+        asked.append((target, tuple(path)))
+        return target is None and path == ["log"]
+
+    got = [reader.ops(cid, placed[cid][0], within) for cid, _, _, _ in entries]
+    assert got == [[e[3][0]] for e in entries]
+    assert len(asked) == 3 * reader.row_groups  # three distinct (target, path), once per row group
+    assert reader.row_groups > 1  # the scope is kept per row group, not per segment
+    # another scope is decided anew; the plain read still gives every op
+    assert reader.ops("c7", placed["c7"][0], lambda target, path: target == "messages") == [entries[7][3][2]]
+    assert reader.ops("c7", placed["c7"][0]) == entries[7][3]
+
+
+def test_a_misnumbered_checkpoint_is_refused_and_its_row_group_neighbours_still_read() -> None:
+    """``op_index`` is checked for a whole row group at once; a checkpoint numbered wrong is refused
+    when asked for, and the other checkpoints of its row group still read (nothing else is lost)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ckpt_archive.format.objects import SEGMENT_SCHEMA, SegmentReader
+
+    rows: dict[str, list[Any]] = {"thread_id": ["t"] * 4, "checkpoint_id": ["a", "a", "b", "b"]}
+    rows.update({"base_id": [None] * 4, "step": [1, 1, 2, 2], "op_index": [0, 1, 0, 2]})
+    rows.update({"op": ["set"] * 4, "key": ["x", "y", "x", "y"], "path": ['["x"]', '["y"]', '["x"]', '["y"]']})
+    rows.update({"value": ["1", "2", "3", "4"], "target": [None] * 4})
+    buf = io.BytesIO()
+    with pq.ParquetWriter(buf, SEGMENT_SCHEMA, store_schema=False) as writer:
+        writer.write_table(pa.table(rows, schema=SEGMENT_SCHEMA))
+        writer.add_key_value_metadata({"ckpt_archive.format_version": "1"})
+    reader = SegmentReader(buf.getvalue(), thread_id="t", key="k")
+    with pytest.raises(ca.TruncatedObject, match="op_index 2 where 1 belongs"):
+        reader.ops("b", 0)
+    assert reader.ops("a", 0) == [{"op": "set", "path": ["x"], "value": 1}, {"op": "set", "path": ["y"], "value": 2}]
+    with pytest.raises(ca.TruncatedObject, match="op_index 2 where 1 belongs"):
+        reader.ops("b", 0, lambda target, path: True)
