@@ -390,3 +390,31 @@ def test_a_misnumbered_checkpoint_is_refused_and_its_row_group_neighbours_still_
     assert reader.ops("a", 0) == [{"op": "set", "path": ["x"], "value": 1}, {"op": "set", "path": ["y"], "value": 2}]
     with pytest.raises(ca.TruncatedObject, match="op_index 2 where 1 belongs"):
         reader.ops("b", 0, lambda target, path: True)
+
+
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_a_segment_reads_the_same_whether_its_values_carry_a_dictionary_or_not(dictionary: bool) -> None:
+    """The writer stores ``path`` and ``value`` plain, and they are read plain (no dictionary built
+    from a row group's message text); a file that dictionary-encodes them (another writer) is read
+    through the dictionary path, bounded before expanding, to the same ops."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ckpt_archive.format import objects
+
+    entries = [
+        (f"c{i}", i, None, [{"op": "append", "path": ["log"], "value": {"text": "x" * (i % 7)}}]) for i in range(40)
+    ]
+    data, placed = objects.encode_segment("t", entries)
+    if dictionary:
+        table = pq.read_table(pa.BufferReader(data))
+        buf = io.BytesIO()
+        with pq.ParquetWriter(buf, objects.SEGMENT_SCHEMA, store_schema=False, use_dictionary=True) as writer:
+            writer.write_table(table)
+            writer.add_key_value_metadata({"ckpt_archive.format_version": "1"})
+        data = buf.getvalue()
+    reader = objects.SegmentReader(data, thread_id="t", key="k")
+    assert [reader.ops(cid, placed[cid][0]) for cid, _, _, _ in entries] == [e[3] for e in entries]
+    assert (reader._plain is None) is dictionary  # the plain view only where no dictionary page is found

@@ -229,6 +229,11 @@ def encode_segment(
 
 
 _STRINGS = ["thread_id", "checkpoint_id", "base_id", "op", "key", "path", "value", "target"]
+_WRITTEN_PLAIN = frozenset(("path", "value"))
+"""The string columns the writer stores without a dictionary (``_PARQUET_OPTIONS``): read as Arrow
+dictionaries, pyarrow would hash every value into one (a row group's ~1 MB of message text: 4 ms),
+and expanding it again costs as much; where the page walk finds no dictionary page in them, their
+decoded size is their pages' (bounded before the read), so they are read plain."""
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = 0, 2, 8
 _ENCODINGS = {
@@ -250,6 +255,7 @@ class SegmentReader:
         # a snapshot's bounds, every other one under a delta segment's
         self.group = "history row group" if key.endswith(layout.HISTORY_SUFFIX) else "row group"
         self._data = data
+        self._plain: pq.ParquetFile | None = None
         self._rows: dict[int, dict[str, list[Any]]] = {}
         self._at: dict[int, dict[Any, list[int]]] = {}  # row group -> checkpoint id -> its rows
         self._paths: dict[str, Any] = {}  # path text -> parsed (read under the row groups' bounds)
@@ -455,9 +461,15 @@ class SegmentReader:
         limits.check_read(self.group, declared, what, **where)
         columns = ["thread_id", "checkpoint_id", "base_id", "op_index", "op", "path", "value", "target"]
         chunks = {meta.column(c).path_in_schema: meta.column(c) for c in range(meta.num_columns)}
-        paged = sum(self._pages(chunks[name], meta.num_rows, f"column {name!r} of {what}", where) for name in columns)
+        paged, dictionaries = 0, set()
+        for name in columns:
+            size, dictionary = self._pages(chunks[name], meta.num_rows, f"column {name!r} of {what}", where)
+            paged += size
+            if dictionary:
+                dictionaries.add(name)
         limits.check_read(self.group, paged, f"{what} (its pages)", **where)
-        table = self._file.read_row_group(row_group, columns=columns, use_threads=False)  # small: no pool
+        file = self._file if dictionaries & _WRITTEN_PLAIN else self._plain_file()
+        table = file.read_row_group(row_group, columns=columns, use_threads=False)  # small: no pool
         limits.check_read(self.group, _decoded_size(table, columns, self.group), f"{what} (decoded)", **where)
         self._check_thread(table.column("thread_id"), what, where)
         # the size is known now: Arrow expands the dictionaries (to Python, element by element through
@@ -486,8 +498,19 @@ class SegmentReader:
             other = sorted(repr(n)[:80] for n in names - {self.thread_id})[0]
             raise ForeignRows(f"{what} holds rows of thread {other}, not of the thread it is read for", **where)
 
-    def _pages(self, chunk: Any, rows: int, what: str, where: dict[str, Any]) -> int:
-        """The bytes the pages of a column chunk decompress to, by their own headers: what pyarrow
+    def _plain_file(self) -> pq.ParquetFile:
+        """The file read with ``_WRITTEN_PLAIN`` as plain strings (its footer parsed once, shared)."""
+        if self._plain is None:
+            self._plain = pq.ParquetFile(
+                pa.BufferReader(self._data),
+                metadata=self._file.metadata,
+                read_dictionary=[c for c in _STRINGS if c not in _WRITTEN_PLAIN],
+            )
+        return self._plain
+
+    def _pages(self, chunk: Any, rows: int, what: str, where: dict[str, Any]) -> tuple[int, bool]:
+        """The bytes the pages of a column chunk decompress to, by their own headers, and whether one is
+        a dictionary page (then its values expand past them: ``_decoded_size``): what pyarrow
         allocates, whatever the footer declares (it checks neither ``total_uncompressed_size`` nor
         the page count against them). Every page pyarrow can read lies in the byte range it reads,
         from the first page to ``total_compressed_size`` past it, so each header there is read: an
@@ -500,7 +523,7 @@ class SegmentReader:
         end = start + chunk.total_compressed_size
         if start < 4 or end > len(self._data) - 8 or chunk.total_compressed_size < 0:
             raise TruncatedObject(f"{what} lies outside the file", **where)
-        pos, size, values, first = start, 0, 0, True
+        pos, size, values, first, dictionary = start, 0, 0, True, False
         while pos < end:
             try:
                 header, pos = read_struct(self._data, pos, end)
@@ -526,8 +549,9 @@ class SegmentReader:
             size += uncompressed
             limits.check_read(self.group, size, f"{what} (its pages)", **where)
             pos += compressed
+            dictionary = dictionary or kind == _DICTIONARY_PAGE
             first = False
-        return size
+        return size, dictionary
 
 
 def _decoded_size(table: pa.Table, columns: Sequence[str], group: str) -> int:
