@@ -432,3 +432,33 @@ def test_a_walk_reads_each_records_langgraph_ids_once(monkeypatch: pytest.Monkey
     monkeypatch.undo()
     history = saver.get_delta_channel_history(config=config, channels=["messages"])["messages"]
     assert len(history["writes"]) == 21  # the turn's walk went back to the root, 20 ancestors
+
+
+def test_a_short_listing_of_a_long_thread_lists_its_folders_not_the_thread() -> None:
+    """``get_state_history(limit=10)`` lists ten checkpoints: a cold saver finds their pending writes by
+    listing those folders (at once), not by one recursive LIST of the whole thread's writes (on S3 a
+    request per 1,000 objects, in turn: a cost growing with the thread); a listing of the whole thread
+    still takes that one LIST. Both give InMemorySaver's tuples."""
+    import ckpt_archive as ca
+    from ckpt_archive.model import uuid7
+    from ckpt_archive.storage import RoundTrips
+
+    url = "memory://lg-short-list-" + uuid7()
+    graph, memory = _chat(ArchiveSaver(ca.open_archive(url))), _chat(InMemorySaver())
+    for _ in range(45):
+        graph.invoke({}, _config(), durability="sync")
+        memory.invoke({}, _config(), durability="sync")
+
+    def listed(saver: Any, limit: int | None) -> list[Any]:
+        return [([w[1:] for w in t.pending_writes or []], t.metadata) for t in saver.list(_config(), limit=limit)]
+
+    for limit in (10, None):
+        trips = RoundTrips(ca.open_store(url))
+        cold = ArchiveSaver(ca.ArchiveCheckpointer(trips))
+        got = listed(cold, limit)
+        assert got == listed(memory.checkpointer, limit)
+        folders = sum(1 for name, _, _ in trips.calls if name == "list_dir")
+        if limit is None:
+            assert len(got) > 8 * 10 and trips.requests["find"] == 1  # the thread's writes, once
+        else:
+            assert len(got) == limit and trips.requests["find"] == 0 and folders <= limit, (folders, trips.requests)

@@ -49,6 +49,8 @@ class Reads:
     """Pending-write reads started before the checkpoint was confirmed (``_get_tuple``)."""
     raw: dict[str, bytes] = field(default_factory=dict)
     """Decoded base64 of the values seen so far (``SerdeCodec.raw``)."""
+    selected: dict[str, int] = field(default_factory=dict)
+    """How many checkpoints of each archive thread the call lists (``INDEX_SHARE``)."""
 
     def start_writes(self, contents: Contents, at: str, lg_id: str) -> None:
         self.early[(at, lg_id)] = asyncio.ensure_future(W.read_folder(contents, at, lg_id))
@@ -115,7 +117,12 @@ _WINDOWS = (8, 64)
 """Listed checkpoints built together: a small first window (a caller may stop early), then larger ones."""
 INDEX_FROM = 3
 """From this many checkpoints of one archive thread in a call, its write objects are found with one
-recursive LIST for the whole call instead of one LIST per checkpoint."""
+recursive LIST for the whole call instead of one LIST per checkpoint..."""
+INDEX_SHARE = 8
+"""...when the call lists at least one in this many of the thread's checkpoints: that LIST walks every
+checkpoint's folder (on S3 one request per 1,000 objects, in turn), so a call listing ten of a long
+thread's checkpoints (``get_state_history(limit=10)``) lists their ten folders at once instead, and
+its cost does not grow with the thread."""
 WRITES_KEPT = 64
 """Checkpoints whose write objects a saver keeps for the put of their child to carry."""
 
@@ -341,7 +348,8 @@ class SaverReads:
         async def listed() -> dict[str, tuple[list[str], W.Objects]]:
             early = {x: reads.early.pop((at, x)) for x in lg if (at, x) in reads.early}
             rest = [x for x in lg if x not in early]
-            if at in reads.listed or len(rest) >= INDEX_FROM:  # one LIST of the thread per call
+            share = reads.selected.get(at, len(rest)) * INDEX_SHARE >= len(reads.infos.get(at, ()))
+            if at in reads.listed or (len(rest) >= INDEX_FROM and share):  # one LIST of the thread per call
                 names = await self.write_names(at, rest, [], fresh=at not in reads.listed)
                 reads.listed.add(at)
             else:
@@ -523,6 +531,7 @@ class SaverReads:
                 if filter and not await self._matches(info, filter):
                     continue
                 out.append((at, info))
+                reads.selected[at] = reads.selected.get(at, 0) + 1
         return out
 
     async def _matches(self, info: CheckpointInfo, filter: dict[str, Any]) -> bool:
