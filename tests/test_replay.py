@@ -418,3 +418,37 @@ def test_a_segment_reads_the_same_whether_its_values_carry_a_dictionary_or_not(d
     reader = objects.SegmentReader(data, thread_id="t", key="k")
     assert [reader.ops(cid, placed[cid][0]) for cid, _, _, _ in entries] == [e[3] for e in entries]
     assert (reader._plain is None) is dictionary  # the plain view only where no dictionary page is found
+
+
+def test_a_cold_load_walks_the_heads_lineage_once_and_asks_each_ancestor_little(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What to fetch and the replay both need the head snapshot's lineage: it is walked once per read
+    (before: three times, each asking every ancestor whether its content is known), and each ancestor
+    is asked about twice in all, not four times."""
+    from ckpt_archive.engine import chains, lists
+
+    url = str(tmp_path / "a")
+    archive = ca.open_archive(url, full_snapshot_interval=10)
+    saved = _chat(archive, 150)
+    archive.close()
+    walks: list[Any] = []
+    asked: list[Any] = []
+    walk, known = lists.Replays._walk, chains.ChainReader.known
+
+    def counted_walk(self: Any, rec: Any, n: int) -> Any:
+        walks.append(rec["id"])
+        return walk(self, rec, n)
+
+    def counted_known(self: Any, rec: Any) -> Any:
+        asked.append(rec["id"])
+        return known(self, rec)
+
+    monkeypatch.setattr(lists.Replays, "_walk", counted_walk)
+    monkeypatch.setattr(chains.ChainReader, "known", counted_known)
+    got = ca.open_archive(url).load("t")
+    assert got is not None and got.messages == saved[-1].messages and got.state == saved[-1].state
+    # walked once per set of records the read holds: the hint's, then the fuller one it proves (before:
+    # three times), and never extended (a walk kept from fewer records would fall short: a fetch more)
+    assert len(walks) <= 2 and len(set(walks)) == 1, walks
+    assert len(asked) <= 2.2 * len(saved), len(asked)

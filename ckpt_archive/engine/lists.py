@@ -10,7 +10,7 @@ of rows, one set of checks).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Protocol
 
 from ..delta import Delta
@@ -65,6 +65,7 @@ class Replays:
     def __init__(self, rows: Rows, shared: Shared | None, built: MutableMapping[str, int]) -> None:
         self.rows, self.shared, self.built = rows, shared, built
         self.kept: OrderedDict[str, Replayed] = OrderedDict()  # replayed, by state key
+        self.walks: dict[tuple[str, int, int], list[Record]] = {}  # (record id, n, records) -> lineage
 
     def held(self, rec: Record) -> Replayed | None:
         """The lists of snapshot ``rec`` a replay already went through (this read's, or the engine's)."""
@@ -87,7 +88,17 @@ class Replays:
     def lineage(self, rec: Record, n: int) -> list[Record]:
         """Up to ``n`` ancestors of ``rec``, nearest first, ending early at the lineage's root (a record
         whose parent is not in the manifest: its rows are against the empty content) or at one whose
-        content this reader knows (its lists are a replay's base)."""
+        content this reader knows (its lists are a replay's base). Walked once per read and set of
+        records: what to fetch and the replay ask it of the same snapshot; a content learnt since only
+        makes the walk longer than needed (the replay stops at it), one forgotten since costs the
+        replay a fetch (``EXTEND``)."""
+        key = (str(rec["id"]), n, len(self.rows.records or ()))  # records a hint told may grow
+        walked = self.walks.get(key)
+        if walked is None:
+            walked = self.walks[key] = self._walk(rec, n)
+        return walked
+
+    def _walk(self, rec: Record, n: int) -> list[Record]:
         out: list[Record] = []
         records = self.rows.records or {}
         at = rec
@@ -100,11 +111,13 @@ class Replays:
             at = parent
         return out
 
-    def keys(self, lineage: Iterable[Record]) -> set[str]:
-        """The objects holding the rows of ``lineage`` (those whose content is known need none)."""
+    def keys(self, lineage: Sequence[Record]) -> set[str]:
+        """The objects holding the rows of ``lineage`` (a walk: ``rec`` and its ``lineage``, only whose
+        last may be known; a known content needs none)."""
         keys: set[str] = set()
+        last = len(lineage) - 1
         for i, r in enumerate(lineage):
-            if i == 0 or self.rows.known(r) is None:
+            if i == 0 or i < last or self.rows.known(r) is None:
                 keys.update(rows_keys(r))
         return keys
 
