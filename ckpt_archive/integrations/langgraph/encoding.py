@@ -191,7 +191,12 @@ class SerdeCodec:
             return {V.ITEMS: items}
         if self.readable and V.is_delta_snapshot(value):
             prior = old.get(V.SNAPSHOT) if type(old) is dict and len(old) == 1 else None
-            return {V.SNAPSHOT: self.encode_channel(value.value, prior, depth + 1, keep=keep)}
+            # noted for the next put only after a snapshot: a DeltaChannel stores no value between its
+            # snapshots, so the next put that encodes it starts from no prior, and a snapshot after
+            # a gap (every ``snapshot_frequency`` updates) is never a later put's prior; noting it
+            # would view, copy and serialise every message once more for nothing (a run of
+            # snapshots, ``snapshot_frequency=1``, is noted from its second put on)
+            return {V.SNAPSHOT: self.encode_channel(value.value, prior, depth + 1, keep=keep and prior is not None)}
         return self.cell(value, old, depth)
 
     def encode_value(self, value: Any) -> Any:
