@@ -286,10 +286,7 @@ class SerdeCodec:
         memo = self.messages
         if memo is None:
             return V.decode_message(cell, self.where)
-        # the states a read builds share their unchanged cells (a replay copies a list, not its
-        # elements): a cell met again is found by identity, kept alive (``_KEPT``) so its id is never
-        # another's, and is not serialised again to find it by its text
-        seen = memo.get(id(cell)) if _met(memo, cell) else None
+        seen = _held(memo, cell)
         if seen is not None:
             return V.fresh_copy(seen)
         text = cell_text(cell)
@@ -323,16 +320,20 @@ class SerdeCodec:
             return [V.fresh_copy(v) if isinstance(v, BaseMessage) else v for v in seen]
         if all(type(c) is list for c in cells):
             return self.loads_many(cells)
-        out = [self.decode(c, depth) for c in cells]
-        if memo is not None:
-            # first met: only marked (a listing meets most lists once: a copy kept would be wasted);
-            # met again: a copy of each element kept, which later meetings copy
-            held = None
-            if again and all(type(v) in _SHARED or isinstance(v, BaseMessage) for v in out):
-                held = [_private(memo, c, v) for c, v in zip(cells, out, strict=True)]
-            if len(memo) >= 2 * self.MESSAGES_LIMIT:
-                memo.clear()
-            _enter(memo, key, cells, held)
+        decode = self.decode
+        if memo is None:
+            return [decode(c, depth) for c in cells]
+        # a message cell met before (``_held``) copied here, not through ``decode`` and ``_message``: a
+        # turn's ``get_tuple`` meets every message of the thread again, in a list it has not met
+        out = [V.fresh_copy(m) if (m := _held(memo, c)) is not None else decode(c, depth) for c in cells]
+        # first met: only marked (a listing meets most lists once: a copy kept would be wasted);
+        # met again: a copy of each element kept, which later meetings copy
+        held = None
+        if again and all(type(v) in _SHARED or isinstance(v, BaseMessage) for v in out):
+            held = [_private(memo, c, v) for c, v in zip(cells, out, strict=True)]
+        if len(memo) >= 2 * self.MESSAGES_LIMIT:
+            memo.clear()
+        _enter(memo, key, cells, held)
         return out
 
 
@@ -357,8 +358,18 @@ def _private(memo: dict[Any, Any], cell: Any, value: Any) -> Any:
     that cell (never handed out either: one private copy a message, not one more a list), else a copy."""
     if not isinstance(value, BaseMessage):
         return value
-    held = memo.get(id(cell)) if _met(memo, cell) else None
+    held = _held(memo, cell)
     return V.fresh_copy(value) if held is None else held
+
+
+def _held(memo: dict[Any, Any], cell: Any) -> BaseMessage | None:
+    """The message a memo keeps for this very message cell, met before (``SerdeCodec._message``), or
+    None. The states a read builds share their unchanged cells (a replay copies a list, not its
+    elements): a cell met again is found by identity, kept alive (``_KEPT``) so its id is never
+    another's, and is not serialised again to find it by its text; only ``_message`` enters a memo
+    under a cell's id, and a stored cell never changes, so it is the message ``decode`` would give."""
+    key = id(cell)
+    return memo.get(key) if memo.get(_KEPT, {}).get(key) is cell else None
 
 
 def _met(memo: dict[Any, Any], obj: Any) -> bool:
