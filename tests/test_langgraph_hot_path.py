@@ -786,53 +786,46 @@ def test_batched_calls_each_get_their_own_result_or_error() -> None:
     assert cancelled and kept == "5" and submitted == [3, 1, 2]
 
 
-def test_a_delta_snapshot_after_a_gap_is_not_noted_for_a_next_put_and_a_run_of_them_is(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("cold", [False, True])
+def test_a_delta_channel_snapshot_makes_cells_for_the_messages_since_the_last_one_only(
+    monkeypatch: pytest.MonkeyPatch, cold: bool
 ) -> None:
-    """A ``DeltaChannel`` stores no value between its snapshots, so a snapshot whose parent holds none
-    is no later put's prior: its list is not noted (``held.keep_list``: no views copied, no ``Same``
-    built for its hundreds of messages, none kept alive). A snapshot after a snapshot
-    (``snapshot_frequency=1``) is noted, so the one after it checks the messages it held in one pass
-    and makes cells for the new ones only; every snapshot reads back as it was put."""
+    """A ``DeltaChannel`` stores no value between its snapshots, and its next snapshot holds the last
+    one's messages first: the saver starts it from the last snapshot it put (``cold``: that a history
+    walk found, for a saver that did not put it), so only the messages since are made cells
+    (``values.message_cell``: before, every message of the thread again, at each snapshot). Only a
+    prior: a message changed in place since is made a cell anew, and every snapshot reads back as
+    it was put."""
     from langgraph.checkpoint.serde.types import _DeltaSnapshot
-
-    noted: list[int] = []
-    real_keep = H.keep_list
-
-    def keep(lists: Any, items: list[Any], *args: Any, **kw: Any) -> None:
-        noted.append(len(items))
-        real_keep(lists, items, *args, **kw)
 
     made: list[Any] = []
     real_cell = V.message_cell
 
     def cell(message: Any, prior: Any) -> Any:
-        made.append(message.id)
+        if prior is None or real_cell(message, prior) is not prior:  # a cell made, not kept
+            made.append(message.id)
         return real_cell(message, prior)
 
-    monkeypatch.setattr(H, "keep_list", keep)
     monkeypatch.setattr(V, "message_cell", cell)
-    saver = ArchiveSaver.from_url("memory://lg-hot-delta-snapshot")
-    messages = [_chat_message(i) for i in range(40)]
+    url = f"memory://lg-hot-delta-snapshot-{cold}"
+    saver = ArchiveSaver.from_url(url)
+    messages = [_chat_message(i) for i in range(60)]
     cfg = _config("t")
-    for step, (n, snapshot) in enumerate([(36, True), (37, False), (38, True), (39, True), (40, True)]):
-        noted.clear()
+    plan = [(36, True), (37, False), (38, False), (50, True), (51, False), (60, True)]
+    for step, (n, snapshot) in enumerate(plan):
+        if step == 5:
+            messages[3].content = "changed in place"
         made.clear()
         values = {"messages": _DeltaSnapshot(messages[:n])} if snapshot else {}
         cp = generate_checkpoint(channel_values=values)
         cp["channel_versions"] = {"messages": step + 1}
+        if cold and snapshot and step:  # a saver that did not put the last snapshot: its walk finds it
+            saver = ArchiveSaver.from_url(url)
+            saver.get_delta_channel_history(config=cfg, channels=["messages"])
         cfg = saver.put(cfg, cp, generate_metadata(step=step), {"messages": step + 1})
-        if step == 0:  # the first snapshot: nothing noted, every message encoded
-            assert (noted, len(made)) == ([], 36)
-        elif step == 1:  # between snapshots: no value, nothing encoded
-            assert (noted, made) == ([], [])
-        elif step == 2:  # after the gap: again no prior, nothing noted
-            assert (noted, len(made)) == ([], 38)
-        elif step == 3:  # after a snapshot: checked against its cells one by one, then noted
-            assert noted == [39] and len(made) == 39, (noted, len(made))
-        else:  # the run goes on: only the new message is made a cell
-            assert (noted, made) == ([40], [messages[39].id])
-        got = ArchiveSaver.from_url("memory://lg-hot-delta-snapshot").get_tuple(cfg)
+        expected = {0: messages[:36], 3: messages[36:50], 5: [messages[3], *messages[50:60]]}.get(step, [])
+        assert made == [m.id for m in expected], (step, made)
+        got = ArchiveSaver.from_url(url).get_tuple(cfg)
         assert got is not None
         stored = got.checkpoint["channel_values"].get("messages")
         assert (stored.value if snapshot else stored) == (messages[:n] if snapshot else None)

@@ -191,12 +191,7 @@ class SerdeCodec:
             return {V.ITEMS: items}
         if self.readable and V.is_delta_snapshot(value):
             prior = old.get(V.SNAPSHOT) if type(old) is dict and len(old) == 1 else None
-            # noted for the next put only after a snapshot: a DeltaChannel stores no value between its
-            # snapshots, so the next put that encodes it starts from no prior, and a snapshot after
-            # a gap (every ``snapshot_frequency`` updates) is never a later put's prior; noting it
-            # would view, copy and serialise every message once more for nothing (a run of
-            # snapshots, ``snapshot_frequency=1``, is noted from its second put on)
-            return {V.SNAPSHOT: self.encode_channel(value.value, prior, depth + 1, keep=keep and prior is not None)}
+            return {V.SNAPSHOT: self.encode_channel(value.value, prior, depth + 1, keep=keep)}
         return self.cell(value, old, depth)
 
     def encode_value(self, value: Any) -> Any:
@@ -423,8 +418,16 @@ def build_state(
     new_versions: dict[str, Any],
     parent: dict[str, Any] | None,
     metadata_typed: dict[str, Blob],
+    seeds: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The archive state of a LangGraph checkpoint, reusing ``parent``'s (an archive state) entries."""
+    """The archive state of a LangGraph checkpoint, reusing ``parent``'s (an archive state) entries.
+
+    ``seeds``: the newest ``DeltaChannel`` snapshot entry known of each channel of the thread
+    (``is_seed``), the old entry of a channel the parent holds none of: a ``DeltaChannel`` stores no
+    value between its snapshots, and its next snapshot holds the messages of the last one first, so
+    those are checked against their cells (in one pass when this saver put them: ``held``) and only
+    the new ones are made cells, not every message of the thread again. Only a prior: every element
+    is still checked by value, so a seed of another branch, or one changed since, costs a check."""
     skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
     values: dict[str, Any] = checkpoint.get("channel_values") or {}
     old_channels: dict[str, Any] = (parent or {}).get("channels", {})
@@ -432,14 +435,17 @@ def build_state(
     channels: dict[str, Any] = {}
     for name, version in (checkpoint.get("channel_versions") or {}).items():
         old = old_channels.get(name)
+        prior = old  # what an encoded value starts from
+        if old is None and seeds and V.is_delta_snapshot(values.get(name)):
+            prior = seeds.get(name)
         if name in new_versions:
             if name in values:
-                channels[name] = codec.encode_channel(values[name], old)
+                channels[name] = codec.encode_channel(values[name], prior)
         elif name in old_versions and _is_json(version) and old_versions[name] == version:
             if old is not None:  # unchanged: the parent's entry (or its absence) verbatim
                 channels[name] = old
         elif name in values:
-            channels[name] = codec.encode_channel(values[name], old)
+            channels[name] = codec.encode_channel(values[name], prior)
     state: dict[str, Any] = {"channels": channels}
     copied = _json_copy(skeleton)  # a private copy: LangGraph's dicts may change after the put
     if copied is not None:
@@ -449,6 +455,11 @@ def build_state(
     if metadata_typed:
         state["metadata_typed"] = metadata_typed
     return state
+
+
+def is_seed(entry: Any) -> bool:
+    """Is a stored channel entry a ``DeltaChannel`` snapshot (``{"snapshot": <cell>}``)?"""
+    return type(entry) is dict and len(entry) == 1 and V.SNAPSHOT in entry
 
 
 def split_metadata(codec: SerdeCodec, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Blob]]:
