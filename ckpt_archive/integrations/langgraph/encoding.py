@@ -281,10 +281,7 @@ class SerdeCodec:
         memo = self.messages
         if memo is None:
             return V.decode_message(cell, self.where)
-        # the states a read builds share their unchanged cells (a replay copies a list, not its
-        # elements): a cell met again is found by identity, kept alive (``_KEPT``) so its id is never
-        # another's, and is not serialised again to find it by its text
-        seen = memo.get(id(cell)) if _met(memo, cell) else None
+        seen = _held(memo, cell)
         if seen is not None:
             return V.fresh_copy(seen)
         text = cell_text(cell)
@@ -318,16 +315,20 @@ class SerdeCodec:
             return [V.fresh_copy(v) if isinstance(v, BaseMessage) else v for v in seen]
         if all(type(c) is list for c in cells):
             return self.loads_many(cells)
-        out = [self.decode(c, depth) for c in cells]
-        if memo is not None:
-            # first met: only marked (a listing meets most lists once: a copy kept would be wasted);
-            # met again: a copy of each element kept, which later meetings copy
-            held = None
-            if again and all(type(v) in _SHARED or isinstance(v, BaseMessage) for v in out):
-                held = [_private(memo, c, v) for c, v in zip(cells, out, strict=True)]
-            if len(memo) >= 2 * self.MESSAGES_LIMIT:
-                memo.clear()
-            _enter(memo, key, cells, held)
+        decode = self.decode
+        if memo is None:
+            return [decode(c, depth) for c in cells]
+        # a message cell met before (``_held``) copied here, not through ``decode`` and ``_message``: a
+        # turn's ``get_tuple`` meets every message of the thread again, in a list it has not met
+        out = [V.fresh_copy(m) if (m := _held(memo, c)) is not None else decode(c, depth) for c in cells]
+        # first met: only marked (a listing meets most lists once: a copy kept would be wasted);
+        # met again: a copy of each element kept, which later meetings copy
+        held = None
+        if again and all(type(v) in _SHARED or isinstance(v, BaseMessage) for v in out):
+            held = [_private(memo, c, v) for c, v in zip(cells, out, strict=True)]
+        if len(memo) >= 2 * self.MESSAGES_LIMIT:
+            memo.clear()
+        _enter(memo, key, cells, held)
         return out
 
 
@@ -352,8 +353,18 @@ def _private(memo: dict[Any, Any], cell: Any, value: Any) -> Any:
     that cell (never handed out either: one private copy a message, not one more a list), else a copy."""
     if not isinstance(value, BaseMessage):
         return value
-    held = memo.get(id(cell)) if _met(memo, cell) else None
+    held = _held(memo, cell)
     return V.fresh_copy(value) if held is None else held
+
+
+def _held(memo: dict[Any, Any], cell: Any) -> BaseMessage | None:
+    """The message a memo keeps for this very message cell, met before (``SerdeCodec._message``), or
+    None. The states a read builds share their unchanged cells (a replay copies a list, not its
+    elements): a cell met again is found by identity, kept alive (``_KEPT``) so its id is never
+    another's, and is not serialised again to find it by its text; only ``_message`` enters a memo
+    under a cell's id, and a stored cell never changes, so it is the message ``decode`` would give."""
+    key = id(cell)
+    return memo.get(key) if memo.get(_KEPT, {}).get(key) is cell else None
 
 
 def _met(memo: dict[Any, Any], obj: Any) -> bool:
@@ -407,8 +418,16 @@ def build_state(
     new_versions: dict[str, Any],
     parent: dict[str, Any] | None,
     metadata_typed: dict[str, Blob],
+    seeds: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The archive state of a LangGraph checkpoint, reusing ``parent``'s (an archive state) entries."""
+    """The archive state of a LangGraph checkpoint, reusing ``parent``'s (an archive state) entries.
+
+    ``seeds``: the newest ``DeltaChannel`` snapshot entry known of each channel of the thread
+    (``is_seed``), the old entry of a channel the parent holds none of: a ``DeltaChannel`` stores no
+    value between its snapshots, and its next snapshot holds the messages of the last one first, so
+    those are checked against their cells (in one pass when this saver put them: ``held``) and only
+    the new ones are made cells, not every message of the thread again. Only a prior: every element
+    is still checked by value, so a seed of another branch, or one changed since, costs a check."""
     skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
     values: dict[str, Any] = checkpoint.get("channel_values") or {}
     old_channels: dict[str, Any] = (parent or {}).get("channels", {})
@@ -416,14 +435,17 @@ def build_state(
     channels: dict[str, Any] = {}
     for name, version in (checkpoint.get("channel_versions") or {}).items():
         old = old_channels.get(name)
+        prior = old  # what an encoded value starts from
+        if old is None and seeds and V.is_delta_snapshot(values.get(name)):
+            prior = seeds.get(name)
         if name in new_versions:
             if name in values:
-                channels[name] = codec.encode_channel(values[name], old)
+                channels[name] = codec.encode_channel(values[name], prior)
         elif name in old_versions and _is_json(version) and old_versions[name] == version:
             if old is not None:  # unchanged: the parent's entry (or its absence) verbatim
                 channels[name] = old
         elif name in values:
-            channels[name] = codec.encode_channel(values[name], old)
+            channels[name] = codec.encode_channel(values[name], prior)
     state: dict[str, Any] = {"channels": channels}
     copied = _json_copy(skeleton)  # a private copy: LangGraph's dicts may change after the put
     if copied is not None:
@@ -433,6 +455,11 @@ def build_state(
     if metadata_typed:
         state["metadata_typed"] = metadata_typed
     return state
+
+
+def is_seed(entry: Any) -> bool:
+    """Is a stored channel entry a ``DeltaChannel`` snapshot (``{"snapshot": <cell>}``)?"""
+    return type(entry) is dict and len(entry) == 1 and V.SNAPSHOT in entry
 
 
 def split_metadata(codec: SerdeCodec, metadata: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Blob]]:

@@ -127,10 +127,12 @@ WRITES_KEPT = 64
 """Checkpoints whose write objects a saver keeps for the put of their child to carry."""
 
 
-MEMOS = ("index", "lineage")
+MEMOS = ("index", "lineage", "seeds")
 """What a saver keeps of what it read (``SaverReads._memo``): each archive thread's write objects'
-names (``write_names``), a listing kept current by the saver's own writes (``known_writes``), and the
-lineage its last history walk built (``lineage``: the next walk extends it). What
+names (``write_names``), a listing kept current by the saver's own writes (``known_writes``), the
+lineage its last history walk built (``lineage``: the next walk extends it), and the newest
+``DeltaChannel`` snapshot entry of each channel it put or a walk found (``note_seeds``: the next
+snapshot's prior, ``encoding.build_state``). What
 walks read of states (carried writes, seeds) and the write objects read apart are the archive's
 (``ArchiveCheckpointer.aparts``, ``held``: one bounded cache for every saver on it)."""
 MEMO_THREADS = 64
@@ -213,6 +215,17 @@ class SaverReads:
         self._writes[key] = (parent if parent is not None else old_parent, {**held, **objects})
         while len(self._writes) > WRITES_KEPT:
             self._writes.popitem(last=False)
+
+    def note_seeds(self, at: str, entries: dict[str, Any]) -> None:
+        """Keep the ``DeltaChannel`` snapshot entries of archive thread ``at`` that a put stored or a
+        history walk found (channel -> stored entry, ``encoding.is_seed``), the newest per channel."""
+        if entries:
+            memo = self._memo["seeds"]
+            remember(memo, (at,), {**memo.get((at,), {}), **entries}, MEMO_THREADS)
+
+    def seeds(self, at: str) -> dict[str, Any] | None:
+        """The snapshot entries ``note_seeds`` kept of archive thread ``at`` (None: none)."""
+        return self._memo["seeds"].get((at,))
 
     def carry(self, at: str, lg_parent: str | None) -> dict[str, W.Objects]:
         """What a put of a child of ``lg_parent`` carries: the uncarried objects of its parent and

@@ -41,6 +41,7 @@ from .encoding import (
     SerdeCodec,
     archive_thread,
     build_state,
+    is_seed,
     split_metadata,
 )
 from .held import Lists
@@ -215,7 +216,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         parent_state = await self.state(parent_cid, at) if parent_cid is not None else None
         codec = SerdeCodec(self.serde, self._put_raw, PUT_RAW_LIMIT, texts=self._put_texts, lists=self._put_lists)
         plain, typed = split_metadata(codec, dict(get_checkpoint_metadata(config, metadata)))
-        state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed)
+        state = build_state(codec, dict(checkpoint), dict(new_versions), parent_state, typed, self.seeds(at))
         if carried := self.carry(at, lg_parent):  # earlier steps' writes, in this commit
             state["writes"] = carried
         lg: dict[str, Any] = {"id": checkpoint["id"], "parent": lg_parent, "values": sorted(state["channels"])}
@@ -253,6 +254,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             self._known.pop(at, None)  # the thread changed behind this saver's back: the retry lists it
             return await self._put(config, checkpoint, metadata, new_versions, attempt + 1)
         self.remember(record.checkpoint_id, state)
+        self.note_seeds(at, {ch: e for ch, e in state["channels"].items() if is_seed(e)})
         self.carried_away(at, record.state.get("writes") or {})
         self.known_writes(at, checkpoint["id"], lg_parent, {})  # its lineage, for the put of its grandchild
         self._known.setdefault(at, {})[checkpoint["id"]] = (record.checkpoint_id, step)
@@ -290,6 +292,7 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
         m = (await self.archive.amanifest(at))[0]  # one manifest read for the whole walk
         wanted = get_checkpoint_id(config) or max((lg_ids_of(r)[0] for r in m.records.values()), default=None)
         history: dict[str, History] = await collect_history(self, at, m, wanted, channels)
+        self.note_seeds(at, {ch: h.seed for ch, h in history.items() if is_seed(h.seed)})
         codec = SerdeCodec(self.serde, messages=self._messages).at(*target(config)[:2], wanted)
         out: dict[str, DeltaChannelHistory] = {}
         for ch in channels:

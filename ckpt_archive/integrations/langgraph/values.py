@@ -247,13 +247,14 @@ _ATOMS = frozenset((str, int, float, bool, type(None)))
 
 
 def _fresh(fields: dict[str, Any]) -> dict[str, Any]:
-    """``fields`` with each value sharing no mutable part with the original (immutable ones shared)."""
-    out = {}
+    """``fields`` with each value sharing no mutable part with the original (immutable ones shared): a
+    copy of the dict (one C call), then each value that is not an atom replaced by its copy."""
+    out = fields.copy()
     for key, value in fields.items():
         t = type(value)
         if t in _ATOMS:
-            out[key] = value
-        elif t is dict or t is list:
+            continue
+        if t is dict or t is list:
             out[key] = _copied(value) if value else t()
         else:
             out[key] = copy.deepcopy(value)
