@@ -115,9 +115,9 @@ def validated_messages(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = values.decode_message
 
-    def counting(cell: dict[str, Any], where: str) -> Any:
+    def counting(cell: dict[str, Any], where: str, **kw: Any) -> Any:
         seen.append(str(cell.get("id")))
-        return real(cell, where)
+        return real(cell, where, **kw)
 
     monkeypatch.setattr(values, "decode_message", counting)
     return seen

@@ -263,10 +263,10 @@ def test_list_validates_each_message_once_and_shares_no_object(monkeypatch: pyte
     validated = 0
     plain = V.decode_message
 
-    def counted(cell: Any, where: str) -> Any:
+    def counted(cell: Any, where: str, **kw: Any) -> Any:
         nonlocal validated
         validated += 1
-        return plain(cell, where)
+        return plain(cell, where, **kw)
 
     monkeypatch.setattr(V, "decode_message", counted)
     listed = list(ArchiveSaver.from_url(url).list(_config()))

@@ -346,3 +346,30 @@ def test_get_state_history_decodes_a_shared_seed_once(monkeypatch: pytest.Monkey
     firsts[0].content = "changed"
     firsts[0].additional_kwargs["k"] = 1
     assert all(m.content == "turn 0" and not m.additional_kwargs for m in firsts[1:])
+
+
+def test_a_message_validated_from_its_cell_shares_nothing_with_what_is_handed_out() -> None:
+    """The memo validates a message once, from the stored cell itself (no private copy of the cell
+    first): what it keeps may share nested parts with the cell, what it hands out shares nothing with
+    either, so a caller editing a handed-out message deep inside changes no cell and no later read."""
+    import orjson
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from ckpt_archive.integrations.langgraph.encoding import SerdeCodec
+
+    codec = SerdeCodec(JsonPlusSerializer(pickle_fallback=False), messages={})
+    original = AIMessage(
+        "hi",
+        id="a1",
+        additional_kwargs={"deep": {"list": [1, {"x": 2}]}},
+        tool_calls=[{"name": "f", "args": {"q": {"nested": [1]}}, "id": "c1"}],
+    )
+    cells = orjson.loads(orjson.dumps(codec.encode_channel([original], None)))
+    stored = orjson.dumps(cells)
+    first = codec.decode_channel(cells)
+    first[0].additional_kwargs["deep"]["list"][1]["x"] = 99
+    first[0].tool_calls[0]["args"]["q"]["nested"].append(2)
+    assert orjson.dumps(cells) == stored  # the cell is as stored
+    again = codec.decode_channel(cells)
+    assert again[0].additional_kwargs == {"deep": {"list": [1, {"x": 2}]}}
+    assert again[0].tool_calls[0]["args"] == {"q": {"nested": [1]}} and again[0] == original

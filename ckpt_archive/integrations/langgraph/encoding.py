@@ -288,10 +288,11 @@ class SerdeCodec:
         held = memo.get(text)
         message = held
         if held is None:
-            message = V.decode_message(cell, self.where)
-            # validated once: a copy is kept, never handed out, so nobody can change it (a copy costs a
-            # fifth of a validation, and a listed history meets each message in every later checkpoint)
-            held = V.fresh_copy(message)
+            # validated once, from the stored cell itself: kept, never handed out, so nobody can change
+            # it or the cell parts it shares; what is handed out is a copy (a fifth of a validation,
+            # and a listed history meets each message in every later checkpoint)
+            held = V.decode_message(cell, self.where, private=False)
+            message = V.fresh_copy(held)
         else:
             message = V.fresh_copy(held)
         if len(memo) >= 2 * self.MESSAGES_LIMIT:  # each message by its text and by its cell

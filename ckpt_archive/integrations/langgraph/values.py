@@ -206,8 +206,11 @@ def _keep_text(texts: Texts | None, cell: Any, text: bytes) -> None:
         texts[id(cell)] = (cell, text)
 
 
-def decode_message(cell: dict[str, Any], where: str) -> BaseMessage:
-    """The message a stored cell holds: a class of ``MESSAGES`` by ``type``, validated by pydantic."""
+def decode_message(cell: dict[str, Any], where: str, *, private: bool = True) -> BaseMessage:
+    """The message a stored cell holds: a class of ``MESSAGES`` by ``type``, validated by pydantic.
+    ``private``: validated from a copy of the cell (states are cached; pydantic keeps nested values
+    as given); False for a message that is never handed out, only copied (``fresh_copy``), whose
+    parts may then be the cell's: neither is ever changed."""
     typ = cell.get("type")
     cls = MESSAGES.get(typ) if type(typ) is str else None
     if cls is None:
@@ -216,7 +219,7 @@ def decode_message(cell: dict[str, Any], where: str) -> BaseMessage:
             f"construct (it builds {', '.join(sorted(MESSAGES))}); delete the checkpoint or read it as data"
         )
     try:
-        return cls.model_validate(orjson.loads(orjson.dumps(cell)))  # a private copy: states are cached
+        return cls.model_validate(orjson.loads(orjson.dumps(cell)) if private else cell)
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [""])[0][:120]
         raise UnreadableValue(
