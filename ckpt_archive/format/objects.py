@@ -166,11 +166,11 @@ GROUP_BYTES = limits.INLINE_TOTAL_BYTES
 """A row group holds consecutive checkpoints, up to this many or about this many bytes of ops (paths and
 values as text): values compressed together cost a fraction of values compressed alone (a ~1 KB chat
 message shares most of its words with its neighbours), and a reader fetches the whole segment object
-anyway. Each row group read costs ~0.35 ms of fixed work in pyarrow and the bound checks, whatever its
-rows (measured: W1's 2,137-row tier segment reads in 5.2 ms as 11 row groups, 1.6 ms as one), and a
-cold load reads every row group of a lineage: 256 checkpoints keeps a one-record read of a ~1 KB chat
-at ~1 ms while a 1,000-step lineage is a handful of row groups, not twenty. No more than a
-compaction's inline deltas together, so a merged segment's row groups (tiers,
+anyway. Each row group costs pyarrow ~0.35 ms of fixed work whatever its rows (W1's 2,137-row tier
+segment: 5.2 ms as 11 row groups, 1.6 ms as one), and a cold load reads every row group of a
+lineage: at 256, W1's head reads 10, not 22. The price is a one-record read, which decodes its whole
+row group (a LangGraph ``add_messages`` one of 240 checkpoints, 570 KB of values: ~3 ms). No more
+than a compaction's inline deltas together, so a merged segment's row groups (tiers,
 spec.md section 6) stay within the row group bounds a reader checks (``limits.VALUES``)."""
 
 
@@ -229,11 +229,12 @@ def encode_segment(
 
 
 _STRINGS = ["thread_id", "checkpoint_id", "base_id", "op", "key", "path", "value", "target"]
-_WRITTEN_PLAIN = frozenset(("path", "value"))
-"""The string columns the writer stores without a dictionary (``_PARQUET_OPTIONS``): read as Arrow
-dictionaries, pyarrow would hash every value into one (a row group's ~1 MB of message text: 4 ms),
-and expanding it again costs as much; where the page walk finds no dictionary page in them, their
-decoded size is their pages' (bounded before the read), so they are read plain."""
+_WRITTEN_PLAIN = frozenset(_STRINGS) - set(_PARQUET_OPTIONS["use_dictionary"])
+"""The string columns the writer stores without a dictionary (``path``, ``value``): read as Arrow
+dictionaries, pyarrow hashes every value into one, then ``_plain`` expands it again (a DeltaChannel
+row group of ~1 MB of values: 3.8 ms a read, 3.2 read plain); where the page walk finds no
+dictionary page in them, their decoded size is their pages' (bounded before the read), so they are
+read plain."""
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _PLAIN, _PLAIN_DICTIONARY, _RLE_DICTIONARY = 0, 2, 8
 _ENCODINGS = {
@@ -257,10 +258,9 @@ class SegmentReader:
         self._data = data
         self._plain: pq.ParquetFile | None = None
         self._rows: dict[int, dict[str, list[Any]]] = {}
-        self._at: dict[int, dict[Any, list[int]]] = {}  # row group -> checkpoint id -> its rows
+        self._at: dict[int, Index] = {}  # row group -> its checkpoints' rows (``_index``)
         self._paths: dict[str, Any] = {}  # path text -> parsed (read under the row groups' bounds)
         self._scoped: dict[int, tuple[Any, dict[Any, list[int]]]] = {}  # row group -> (within, rows it takes)
-        self._misnumbered: dict[int, dict[Any, tuple[Any, int]]] = {}  # row group -> checkpoint -> (index, due)
         try:
             # string columns come back dictionary-encoded, as stored: a small dictionary page
             # repeated over many rows is only expanded once its decoded size is known (``_read``)
@@ -317,11 +317,12 @@ class SegmentReader:
             rows = self._rows.get(row_group)
             if rows is None:
                 rows = self._rows[row_group] = self._read(row_group, checkpoint_id)
-            at = self._at.get(row_group)
-            if at is None:
-                at = self._at[row_group] = self._index(rows, row_group)
-            if checkpoint_id in self._misnumbered[row_group]:
-                index, seen = self._misnumbered[row_group][checkpoint_id]
+            indexed = self._at.get(row_group)
+            if indexed is None:
+                indexed = self._at[row_group] = _index(rows)
+            at, misnumbered = indexed
+            if checkpoint_id in misnumbered:
+                index, seen = misnumbered[checkpoint_id]
                 raise TruncatedObject(
                     f"row group {row_group} of the delta segment has op_index {index!r} where {seen} "
                     "belongs (each checkpoint's ops are numbered 0, 1, ... in order)",
@@ -369,20 +370,6 @@ class SegmentReader:
         if parsed is None:
             parsed = self._paths[text] = codec.loads(text)
         return parsed
-
-    def _index(self, rows: dict[str, list[Any]], row_group: int) -> dict[Any, list[int]]:
-        """Each checkpoint's rows, found in one pass; a checkpoint whose ``op_index`` is not 0, 1, ...
-        in order (what a reader of the files alone orders the ops by) is kept aside, refused when
-        asked for, the row group's other checkpoints still read."""
-        at: dict[Any, list[int]] = {}
-        bad: dict[Any, tuple[Any, int]] = {}
-        for i, (cid, index) in enumerate(zip(rows["checkpoint_id"], rows["op_index"], strict=True)):
-            mine = at.setdefault(cid, [])
-            if index != len(mine) and cid not in bad:
-                bad[cid] = (index, len(mine))
-            mine.append(i)
-        self._misnumbered[row_group] = bad
-        return at
 
     def _taken(
         self,
@@ -552,6 +539,25 @@ class SegmentReader:
             dictionary = dictionary or kind == _DICTIONARY_PAGE
             first = False
         return size, dictionary
+
+
+Index = tuple[dict[Any, list[int]], dict[Any, tuple[Any, int]]]
+"""A row group's checkpoints: each one's rows, and those whose ``op_index`` is not 0, 1, ... in order
+(checkpoint -> (the index found, the one due))."""
+
+
+def _index(rows: dict[str, list[Any]]) -> Index:
+    """Each checkpoint's rows, found in one pass; a checkpoint numbered wrong (what a reader of the
+    files alone orders the ops by) is set aside, refused when asked for, the row group's other
+    checkpoints still read."""
+    at: dict[Any, list[int]] = {}
+    bad: dict[Any, tuple[Any, int]] = {}
+    for i, (cid, index) in enumerate(zip(rows["checkpoint_id"], rows["op_index"], strict=True)):
+        mine = at.setdefault(cid, [])
+        if index != len(mine) and cid not in bad:
+            bad[cid] = (index, len(mine))
+        mine.append(i)
+    return at, bad
 
 
 def _decoded_size(table: pa.Table, columns: Sequence[str], group: str) -> int:
