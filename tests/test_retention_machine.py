@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 import ckpt_archive as ca
 from ckpt_archive import RetentionPolicy as RP
 from ckpt_archive.format import parts, replay
+from ckpt_archive.format.holders import Holders
 from ckpt_archive.ops import history
 from ckpt_archive.retention import PINNED_KEY
 
@@ -169,6 +170,14 @@ class RetentionMachine(RuleBasedStateMachine):
             for info in self.archive.list(thread):
                 assert info.metadata.get(PINNED_KEY) in (None, True)
                 assert info.version == self.versions[info.checkpoint_id]
+
+    @invariant()
+    def segment_counts_follow_the_records(self) -> None:
+        """The manifest's count of the segments holding history rows (``format.holders``), kept as
+        each record changes (adds, compactions, merges' re-points, prunes' removes and re-bases), is
+        the count of its records as they are."""
+        for m in self.archive.engine.log.manifests.values():
+            assert m.segments == Holders.of(m.records.values()).held, m.thread_id
 
 
 TestRetentionMachine = RetentionMachine.TestCase

@@ -104,7 +104,7 @@ class ChainReader:
         service: ContentService,
         thread_id: str,
         *,
-        records: Mapping[str, Record] | None = None,
+        records: dict[str, Record] | None = None,
         mode: Mode = Mode.STRICT,
         cache: bool = True,
         walk: bool = False,
@@ -144,7 +144,9 @@ class ChainReader:
         """Take the segments ``keys`` from the engine, where it holds them (it read or wrote them),
         for this reader's replays; True when it holds every one (nothing is fetched here)."""
         wanted = set(keys) - self.readers.keys()
-        for rec in (self.records or {}).values():
+        for rec in reversed((self.records or {}).values()):  # a merge takes the newest segments of a tier
+            if not wanted:
+                break
             held = history_ref(rec)
             if held is None or held["type"] != R.SEGMENT or held["key"] not in wanted:
                 continue

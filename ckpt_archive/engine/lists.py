@@ -10,7 +10,7 @@ of rows, one set of checks).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any, Protocol
 
 from ..delta import Delta
@@ -33,7 +33,7 @@ class Rows(Protocol):
     """What a replay reads through: the ``ChainReader`` that composes it."""
 
     thread_id: str
-    records: Mapping[str, Record] | None
+    records: dict[str, Record] | None
     partial: bool
 
     def known(self, rec: Record) -> Content | None: ...

@@ -38,6 +38,7 @@ from ..model import CheckpointInfo
 from . import actions as A
 from . import layout
 from .actions import Action
+from .holders import Holders
 from .schema import check_commit, check_folded, check_record
 
 Record = dict[str, Any]
@@ -106,10 +107,29 @@ class Manifest:
     run_from: int | None = field(default=None, compare=False)
     """The seq after which every commit applied is one plain ``add`` appended to the head before it
     (None: ``seq``, as folded or empty): a hint naming a fold at or after it says so (``appends``)."""
+    holders: Holders | None = field(default=None, compare=False, repr=False)
+    """The segments holding the records' history rows, counted as records change (``holders.py``;
+    None: counted from ``records`` at construction)."""
 
     def __post_init__(self) -> None:
         if self.run_from is None:
             self.run_from = self.seq
+        if self.holders is None:
+            self.holders = Holders.of(self.records.values())
+
+    @property
+    def segments(self) -> dict[str, tuple[int, int]]:
+        """Segment key -> (records holding history rows in it, its stored size): O(segments) to read."""
+        assert self.holders is not None
+        return self.holders.held
+
+    def _set(self, checkpoint_id: str, record: Record | None) -> None:
+        """The one way a record changes (None: it leaves), so ``holders`` counts what ``records`` holds."""
+        assert self.holders is not None
+        old = self.records.pop(checkpoint_id, None) if record is None else self.records.get(checkpoint_id)
+        if record is not None:
+            self.records[checkpoint_id] = record
+        self.holders.swap(old, record)
 
     def copy(self) -> Manifest:
         return Manifest(
@@ -124,6 +144,7 @@ class Manifest:
             set(self.dirty),
             list(self.part_ids),
             self.run_from,
+            None if self.holders is None else self.holders.copy(),
         )
 
     def _touch(self, checkpoint_id: str) -> None:
@@ -155,8 +176,9 @@ class Manifest:
                 self._apply_maintenance(kind, action)
             elif kind == A.ADD:
                 record = action["record"]
-                self.records.pop(record["id"], None)  # a re-added id moves to the end
-                self.records[record["id"]] = record
+                self._set(record["id"], None)  # a re-added id moves to the end, its old inline ops gone
+                self.inline.pop(record["id"], None)
+                self._set(record["id"], record)
                 if holds_inline(record):
                     self.inline[record["id"]] = action.get("ops", [])
                 self.head = record["id"]
@@ -168,17 +190,17 @@ class Manifest:
                     ref = {"type": "segment", "key": action["key"], "sha256": action["sha256"]}
                     ref.update(size=action["size"], row_group=group["row_group"])
                     if rec["kind"] == "full":  # its history rows moved; its snapshot did not
-                        self.records[cid] = {**rec, "rows": ref}
+                        self._set(cid, {**rec, "rows": ref})
                     else:
                         if rec["ref"].get("blobs"):  # the ops moved, the blobs they reference did not
                             ref["blobs"] = rec["ref"]["blobs"]
-                        self.records[cid] = {**rec, "ref": ref, "bytes": group["bytes"]}
+                        self._set(cid, {**rec, "ref": ref, "bytes": group["bytes"]})
                     self._touch(cid)
                     self.inline.pop(cid, None)
                 for cid in action.get("empty", []):
                     if cid in self.records:
                         field_name = "rows" if self.records[cid]["kind"] == "full" else "ref"
-                        self.records[cid] = {**self.records[cid], field_name: {"type": "empty"}}
+                        self._set(cid, {**self.records[cid], field_name: {"type": "empty"}})
                         self._touch(cid)
                     self.inline.pop(cid, None)
         self.seq = doc["seq"]
@@ -186,7 +208,7 @@ class Manifest:
     def _apply_maintenance(self, kind: str, action: dict[str, Any]) -> None:
         if kind == A.REMOVE:
             for cid in action["ids"]:
-                self.records.pop(cid, None)
+                self._set(cid, None)
                 self.inline.pop(cid, None)
                 self._touch(cid)
             if self.head not in self.records:
@@ -199,7 +221,7 @@ class Manifest:
             new = {**rec, **changes}
             if new["kind"] == "delta":
                 new.pop("rows", None)  # a delta's ops are its history rows
-            self.records[action["id"]] = new
+            self._set(action["id"], new)
             self._touch(action["id"])
             if ("ref" in changes or "rows" in changes) and not holds_inline(new):
                 self.inline.pop(action["id"], None)
@@ -310,6 +332,7 @@ class Manifest:
         m.inline = dict(doc.get("inline", {}))
         m.head = doc.get("head")
         m.tombstones = dict(doc.get("tombstones", {}))
+        m.holders = Holders.of(m.records.values())
         return m
 
     @staticmethod
@@ -350,12 +373,9 @@ class Manifest:
     def segment_names(self) -> list[str]:
         """The names (in the thread's ``deltas/``) of every segment holding a record's history rows:
         what a reader of the head hint alone fetches to replay the head snapshot's lists (spec.md
-        section 7). O(records), once per hint."""
+        section 7). O(segments), once per hint."""
         prefix = layout.segments_dir(layout.thread_dir(self.thread_id)) + "/"
-        keys = {
-            held["key"] for rec in self.records.values() if (held := history_ref(rec)) and held["type"] == "segment"
-        }
-        return sorted(key[len(prefix) :] for key in keys if key.startswith(prefix))
+        return sorted(key[len(prefix) :] for key in self.segments if key.startswith(prefix))
 
     def _with_ops(self, record: Record) -> Record:
         if record["ref"]["type"] == "inline" or (record["kind"] == "full" and holds_inline(record)):

@@ -16,7 +16,7 @@ invariant holds after every commit that changes records.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .. import codec, limits
@@ -218,22 +218,15 @@ Tier = tuple[str, int, int, int]
 
 
 def tiers(m: Manifest) -> list[Tier]:
-    """The thread's delta segments (history segments are never merged), in the order of the first
-    record each holds rows of."""
-    out: dict[str, list[Any]] = {}
-    for rec in m.records.values():
-        key = _holder(rec)
-        if key is None:
-            continue
-        if key in out:
-            out[key][3] += 1
-            continue
+    """The thread's delta segments (history segments are never merged), in the order of their keys
+    (first step, then token: spec.md section 6), from the manifest's count of them (O(segments): a
+    save's compaction plans its merges from it)."""
+    out: list[Tier] = []
+    for key, (count, weight) in sorted(m.segments.items()):
         level = layout.segment_level(key)
         if level is not None:
-            held = history_ref(rec)
-            assert held is not None
-            out[key] = [key, level, int(held.get("size", 0)), 1]
-    return [(key, level, weight, count) for key, level, weight, count in out.values()]
+            out.append((key, level, weight, count))
+    return out
 
 
 SEGMENT_FANOUT = parts.FANOUT
@@ -296,11 +289,28 @@ async def absorb(reader: ChainReader, m: Manifest, keys: Iterable[str]) -> list[
     checks them), in record order; the segments fetched in one concurrent batch."""
     wanted = set(keys)
     await reader.fetch(sorted(wanted))
-    out: list[tuple[Record, Delta]] = []
-    for rec in m.records.values():
-        if _holder(rec) in wanted:
-            out.append((rec, await reader.history_ops(rec, m.inline)))
-    return out
+    return [(rec, await reader.history_ops(rec, m.inline)) for rec in held_by(m, wanted)]
+
+
+def held_by(m: Manifest, keys: set[str]) -> list[Record]:
+    """The records holding history rows in the segments ``keys``, in record order. Found from the
+    newest back, stopping once the manifest's count of them is met: the segments a merge absorbs are
+    the newest of their tier, so a save's merge visits about the records it moves, not the thread."""
+    due = sum(m.segments[key][0] for key in keys if key in m.segments)
+    return newest(m, lambda rec: _holder(rec) in keys, due)
+
+
+def newest(m: Manifest, wanted: Callable[[Record], bool], due: int) -> list[Record]:
+    """The ``due`` records of ``m`` that are ``wanted``, in record order, found from the newest back:
+    what a save compacts or merges is its thread's newest records, so it visits about those alone."""
+    found: list[Record] = []
+    for rec in reversed(m.records.values()):
+        if len(found) >= due:
+            break
+        if wanted(rec):
+            found.append(rec)
+    found.reverse()
+    return found
 
 
 def holders(m: Manifest) -> dict[str, list[Record]]:

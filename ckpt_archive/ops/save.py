@@ -48,6 +48,7 @@ from .history import (
     merge_plan,
     moved,
     new_segment,
+    newest,
     place,
     reach,
     tiers,
@@ -349,10 +350,11 @@ def compact_action(
         return None
     held = {rec["id"]: ops for rec, ops in absorbed or []}
     entries: list[tuple[str, int, str | None, list[dict[str, Any]]]] = []
-    for cid, rec in m.records.items():  # in record order: commit order, as a row group holds them
-        ops = source.get(cid, held.get(cid))
-        if ops is not None:
-            entries.append((cid, int(rec["step"]), base_of(m, rec), ops))
+    ids = source.keys() | held.keys()
+    # in record order (commit order, as a row group holds them), found from the newest back
+    for rec in newest(m, lambda rec: rec["id"] in ids, sum(1 for cid in ids if cid in m.records)):
+        cid = rec["id"]
+        entries.append((cid, int(rec["step"]), base_of(m, rec), source.get(cid, held.get(cid, []))))
     joined = new is not None and bool(new[3]) and fits_inline(new[3], inline_bytes(m), 0)
     if joined:
         assert new is not None
