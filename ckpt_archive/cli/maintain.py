@@ -115,7 +115,7 @@ def prune(
     ] = None,
     dry_run: Annotated[
         bool | None,
-        typer.Option("--dry-run/--apply", help="Only report (default for --all) / really delete."),
+        typer.Option("--dry-run/--apply", metavar="", help="Only report (default for --all) / really delete."),
     ] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
