@@ -194,7 +194,8 @@ def gc(
         s = settings(url, config)
         archive: Any = open_from(s)
         given = parse_duration(grace) if grace is not None else None
-        report = archive.gc(grace=given, unsafe_no_writers=unsafe_no_writers)
+        with progress("collecting garbage (listing and deleting objects)", None):
+            report = archive.gc(grace=given, unsafe_no_writers=unsafe_no_writers)
         body = {**to_jsonable(report), "objects_deleted": len(getattr(report, "deleted", []))}
         if json:
             return emit_json(body)
