@@ -15,7 +15,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-from rich.table import Column
+from rich.table import Column, Table
 
 from ..analysis.frames import require_archive
 from ..archive import ArchiveCheckpointer
@@ -34,8 +34,31 @@ UrlOpt = Annotated[str | None, typer.Option("--url", "-u", help="Archive URL (pa
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="TOML settings file (CKPT_ARCHIVE_* variables win).")
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")]
+FLAG = ""  # the metavar of a boolean flag: shown in help as a plain flag, not `<bool>`
+JsonOpt = Annotated[bool, typer.Option("--json", metavar=FLAG, help="Machine-readable JSON on stdout.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", metavar=FLAG, help="Show the traceback of an error.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("ckpt-archive")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        sys.stdout.write(f"ckpt-archive {number}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", metavar=FLAG, callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Inspect, analyse and maintain a ckpt_archive archive on any fsspec URL."""
 
 
 class Fail(Exception):
@@ -112,6 +135,25 @@ def progress(description: str, total: int | None) -> Iterator[Ticker]:
         yield Ticker(bar, bar.add_task(description, total=total))
 
 
+# Python spellings in library messages, and what a CLI user types instead.
+_CLI_WORDS = (
+    ("gc(grace=..., unsafe_no_writers=True)", "gc --grace ... --unsafe-no-writers"),
+    ("unsafe_no_writers=True", "--unsafe-no-writers"),
+    ("unsafe_no_writers", "--unsafe-no-writers"),
+    ("encryption_key=", "encryption_key in the --config file (or CKPT_ARCHIVE_ENCRYPTION_KEY) "),
+)
+
+
+def cli_words(message: str) -> str:
+    """A library message with its Python keyword arguments named as the CLI's flags."""
+    for python, flag in _CLI_WORDS:
+        if python in message:
+            message = message.replace(python, flag)
+            if python.startswith("unsafe"):
+                break
+    return message
+
+
 @contextlib.contextmanager
 def guarded(debug: bool) -> Iterator[None]:
     """Turn every error into one line on stderr and a non-zero exit (the traceback with --debug)."""
@@ -130,14 +172,28 @@ def guarded(debug: bool) -> Iterator[None]:
             message = f"a dependency is missing: {exc} (install ckpt-archive with the right extra)"
         else:
             message = f"unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)"
+        message = cli_words(message)
         first = message.strip().splitlines()[0] if message.strip() else type(exc).__name__
         err().print(f"error: {first}", markup=False)
         raise typer.Exit(1) from None
 
 
 def idcol(header: str) -> Column:
-    """A table column for ids: folded onto more lines when narrow, never cut short."""
+    """A table column for ids: folded onto more lines when narrow, never cut short (no ellipsis)."""
     return Column(header, overflow="fold")
+
+
+def show_table(table: Table, console: Console | None = None) -> None:
+    """A rich table on a terminal; piped (stdout not a terminal): plain text, a header line then one
+    tab-separated line a row, nothing wrapped or cut."""
+    console = console or out()
+    if console.is_terminal:
+        console.print(table)
+        return
+    lines = ["\t".join(str(c.header) for c in table.columns)]
+    cells = [[str(cell) for cell in c._cells] for c in table.columns]
+    lines += ["\t".join(row) for row in zip(*cells, strict=True)]
+    sys.stdout.write("".join(line + "\n" for line in lines))
 
 
 def human_bytes(n: float) -> str:

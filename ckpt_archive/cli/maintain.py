@@ -27,11 +27,15 @@ from ._common import (
     out,
     progress,
     settings,
+    show_table,
     to_jsonable,
 )
 
-ThreadsArg = Annotated[list[str] | None, typer.Argument(help="Threads (default: every thread).", show_default=False)]
-AllOpt = Annotated[bool, typer.Option("--all", help="Every thread of the archive.")]
+ThreadsArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="Thread ids (or --all for every thread; one of the two is needed).", show_default=False),
+]
+AllOpt = Annotated[bool, typer.Option("--all", metavar="", help="Every thread of the archive.")]
 
 
 def pick_threads(archive: ArchiveCheckpointer, threads: list[str] | None, all_threads: bool) -> list[str]:
@@ -111,7 +115,7 @@ def prune(
     ] = None,
     dry_run: Annotated[
         bool | None,
-        typer.Option("--dry-run/--apply", help="Only report (default for --all) / really delete."),
+        typer.Option("--dry-run/--apply", metavar="", help="Only report (default for --all) / really delete."),
     ] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
@@ -121,7 +125,7 @@ def prune(
     """Apply a retention policy to one thread or (dry run unless --apply) to every thread.
 
     A checkpoint is kept if --keep-last or --max-age keeps it (the newest one always stays); what
-    is removed frees its objects for `gc`. Defaults come from [retention] in the config.
+    is removed frees its objects for `gc`. Defaults come from \\[retention] in the config.
     """
     with guarded(debug):
         if (thread is None) == (not all_threads):
@@ -156,6 +160,7 @@ def prune(
             console.print(r.summary(), markup=False)
         freed = f"{totals['objects_freed']} objects, {human_bytes(totals['bytes_freed'])}"
         tail = f"would free {freed}" if dry else f"{freed} to be deleted by gc after the grace period"
+        tail += " (gc also deletes objects no commit references, e.g. left by crashed saves: its count can be higher)"
         console.print(
             f"{'dry run, nothing deleted: ' if dry else ''}{policy!r}: {totals['removed']} removed, "
             f"{totals['kept']} kept in {totals['threads']} thread(s); {tail}",
@@ -175,6 +180,7 @@ def gc(
         bool,
         typer.Option(
             "--unsafe-no-writers",
+            metavar="",
             help="Allow a grace below the safe floor: only while no process writes to or reads the archive.",
         ),
     ] = False,
@@ -188,7 +194,8 @@ def gc(
         s = settings(url, config)
         archive: Any = open_from(s)
         given = parse_duration(grace) if grace is not None else None
-        report = archive.gc(grace=given, unsafe_no_writers=unsafe_no_writers)
+        with progress("collecting garbage (listing and deleting objects)", None):
+            report = archive.gc(grace=given, unsafe_no_writers=unsafe_no_writers)
         body = {**to_jsonable(report), "objects_deleted": len(getattr(report, "deleted", []))}
         if json:
             return emit_json(body)
@@ -274,4 +281,4 @@ def import_cmd(
         table = Table(idcol("thread"), "copied", "already there")
         for r in reports:
             table.add_row(r.thread_id, str(r.copied), str(r.skipped))
-        out().print(table)
+        show_table(table)

@@ -35,6 +35,7 @@ from ._common import (
     out,
     progress,
     settings,
+    show_table,
 )
 
 ThreadArg = Annotated[str, typer.Argument(help="Thread id.")]
@@ -146,13 +147,16 @@ def threads(url: UrlOpt = None, config: ConfigOpt = None, json: JsonOpt = False,
                 continue
             latest = r["latest_at"].isoformat(timespec="seconds") if r["latest_at"] else "-"
             table.add_row(r["thread_id"], str(r["checkpoints"]), str(r["latest_step"]), latest, human_bytes(r["bytes"]))
-        out().print(table)
+        show_table(table)
         fail_if_damaged(damaged)
 
 
 @app.command()
 def history(
     thread: ThreadArg,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="Only the newest N checkpoints (still oldest first).")
+    ] = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
@@ -161,6 +165,8 @@ def history(
     """Checkpoints of a thread, oldest first (from the manifest; no state is read)."""
     with guarded(debug):
         infos = thread_infos(open_from(settings(url, config)), thread)
+        if limit is not None:
+            infos = infos[-limit:]
         if json:
             return emit_json(infos)
         table = Table("step", idcol("checkpoint"), idcol("parent"), "kind", "created at", "stored", "metadata")
@@ -175,24 +181,40 @@ def history(
                 human_bytes(i.stored_bytes),
                 meta,
             )
-        out().print(table)
+        show_table(table)
 
 
 def pick(state: dict[str, Any], key: str) -> Any:
-    """``state[key]``, or a dotted path into nested dicts when no top-level key has that name."""
+    """``state[key]``, or a dotted path (``messages.5.content``) into nested dicts and lists (an integer
+    part indexes a list, negative from the end) when no top-level key has that name."""
     if key in state:
         return state[key]
     node: Any = state
+    walked: list[str] = []
     for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            raise Fail(f"key {key!r} is not in the state (top-level keys: {', '.join(sorted(state)) or 'none'})")
-        node = node[part]
+        here = ".".join(walked) or "the state"
+        if isinstance(node, list):
+            try:
+                index = int(part)
+            except ValueError:
+                raise Fail(f"key {key!r}: {here} is a list, {part!r} is not an integer index") from None
+            if not -len(node) <= index < len(node):
+                raise Fail(f"key {key!r}: index {index} is out of range ({here} has {len(node)} items)")
+            node = node[index]
+        elif isinstance(node, dict):
+            if part not in node:
+                keys = ", ".join(sorted(map(str, node))) or "none"
+                raise Fail(f"key {key!r} is not in the state ({part!r} is not in {here}; its keys: {keys})")
+            node = node[part]
+        else:
+            raise Fail(f"key {key!r}: {here} is a {type(node).__name__}, it has no {part!r}")
+        walked.append(part)
     return node
 
 
 RawOpt = Annotated[
     bool,
-    typer.Option("--raw", help="The state as stored (a LangGraph state: with its cells and bookkeeping)."),
+    typer.Option("--raw", metavar="", help="The state as stored (a LangGraph state: with its cells and bookkeeping)."),
 ]
 
 
@@ -485,7 +507,7 @@ def stats(
                 growth,
             )
         console = out()
-        console.print(table)
+        show_table(table, console)
         console.print(
             f"total: {total['threads']} threads, {total['checkpoints']} checkpoints, "
             f"{human_bytes(total['bytes'])} "
