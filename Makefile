@@ -18,8 +18,16 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
-demo: $(STAMP)
+# The demo needs only the core dependencies (and duckdb for its last query): no dev extra.
+DEMO_STAMP := $(VENV)/.demo-stamp
+$(DEMO_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -e . duckdb
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) -m ckpt_archive.demo ./demo-archive
+	@echo "The CLI is in the venv: .venv/bin/ckpt-archive threads --url ./demo-archive (or: .venv/bin/ckpt-archive --help)"
 
 # Azurite (Azure blob emulator) for the Azure tests, installed project-locally; skipped without npm
 # (the tests then skip the Azure backend, saying why).

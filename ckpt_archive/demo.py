@@ -81,8 +81,9 @@ def main(argv: list[str] | None = None) -> None:
     stored = disk_usage(path)
 
     table = Table(title=f"Threads in {path}")
-    for col in ("thread", "checkpoints", "full", "delta", "stored bytes", "latest step", "messages"):
-        table.add_column(col, justify="right" if col != "thread" else "left")
+    table.add_column("thread", no_wrap=True, min_width=len(max(archive.threads(), key=len, default="")))
+    for col in ("checkpoints", "full", "delta", "bytes", "step", "msgs"):
+        table.add_column(col, justify="right", no_wrap=True)
     for thread in archive.threads():
         infos = archive.list(thread)
         latest = archive.load(thread)
@@ -111,7 +112,13 @@ def main(argv: list[str] | None = None) -> None:
     console.print(
         f"\nLatest checkpoint of [bold]{thread}[/bold]: id {latest.checkpoint_id}, step {latest.step}, "
         f"{len(latest.state['messages'])} messages, last from {last['role']!r}: {str(last['content'])[:60]}..., "
-        f"scratchpad {latest.state['scratchpad']}, pending {latest.pending_nodes}"
+        f"scratchpad {latest.state['scratchpad']}; "
+        + (
+            f"nodes still to run when it was saved (a resume starts there): {', '.join(latest.pending_nodes)}"
+            if latest.pending_nodes
+            else "no node was left to run when it was saved"
+        ),
+        soft_wrap=True,
     )
     query = (
         "SELECT thread_id, op, count(*) AS ops, sum(length(value)) AS value_bytes "
@@ -119,13 +126,17 @@ def main(argv: list[str] | None = None) -> None:
         "GROUP BY ALL ORDER BY thread_id, op"
     )
     console.print("\nThe deltas are plain Parquet; DuckDB reads them with no code of ours:")
-    console.print(f'  duckdb -c "{query}"', soft_wrap=True)
+    if shutil.which("duckdb"):
+        console.print(f'  duckdb -c "{query}"', soft_wrap=True)
+    else:
+        console.print(f'  python -c "import duckdb; duckdb.sql(\\"{query}\\").show()"', soft_wrap=True)
     try:
         import duckdb
     except ImportError:
-        console.print("  (install duckdb to run it here)")
+        console.print("  (pip install duckdb to run it here)")
         return
-    console.print(duckdb.sql(query).fetchall()[:6])  # type: ignore[union-attr]
+    for row in duckdb.sql(query).fetchall():  # type: ignore[union-attr]
+        console.print("  " + "  ".join(str(v) for v in row), soft_wrap=True, highlight=False)
 
 
 if __name__ == "__main__":

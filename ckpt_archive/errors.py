@@ -11,6 +11,10 @@ class CheckpointError(Exception):
     """Base class of every error ckpt_archive raises on purpose."""
 
 
+class MissingExtra(CheckpointError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
 class InvalidState(CheckpointError, ValueError):
     """State, metadata or another field is not JSON-representable."""
 

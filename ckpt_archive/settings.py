@@ -183,6 +183,10 @@ class _TomlSource(PydanticBaseSettingsSource):
         table = doc.get("ckpt_archive", doc)
         if not isinstance(table, dict):
             raise ConfigError(f"config file {str(path)!r}: [ckpt_archive] must be a table")
+        url = table.get("url")
+        if isinstance(url, str) and url and "://" not in url and not Path(url).is_absolute():
+            # A relative local path in a config file means relative to the file, not the working directory.
+            table = {**table, "url": os.path.normpath(path.resolve().parent / url)}
         self.data: dict[str, Any] = table
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:

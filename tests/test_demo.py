@@ -13,12 +13,18 @@ from ckpt_archive import demo
 def test_demo_small_run(tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     real = demo.simulate
     monkeypatch.setattr(demo, "simulate", lambda path: real(path, threads=2, steps=(25, 30)))
+    monkeypatch.setenv("COLUMNS", "80")
     target = tmp_path / "demo-archive"
     demo.main([str(target)])
-    out = " ".join(capsys.readouterr().out.split())  # rich wraps lines
+    raw = capsys.readouterr().out
+    out = " ".join(raw.split())  # rich wraps lines
     assert "after gc" in out and "DuckDB" in out and "append" in out
+    assert "…" not in raw  # at 80 columns every id is whole
+    assert "nodes still to run" in out or "no node was left to run" in out
     archive = ca.open_archive(str(target))
     assert len(archive.threads()) == 2
+    rows = [line for line in raw.splitlines() if line.startswith("  ") and (" append " in line or " set " in line)]
+    assert {line.split()[0] for line in rows} == set(archive.threads())  # every DuckDB row shown
     for thread in archive.threads():
         latest = archive.load(thread)
         assert latest is not None and len(latest.state["messages"]) == latest.step + 1

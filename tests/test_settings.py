@@ -100,7 +100,13 @@ def test_unreadable_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["local", "s3", "gcs", "azure", "memory"])
 def test_example_configs_load(name: str) -> None:
     s = ArchiveSettings.load(CONFIG_DIR / f"{name}.toml")
-    prefix = {"local": "./", "s3": "s3://", "gcs": "gs://", "azure": "az://", "memory": "memory://"}[name]
+    prefix = {
+        "local": str(CONFIG_DIR.parent / "demo-archive"),
+        "s3": "s3://",
+        "gcs": "gs://",
+        "azure": "az://",
+        "memory": "memory://",
+    }[name]
     assert s.url.startswith(prefix)
     assert s.full_snapshot_interval >= 1 and s.retention.keep_last is not None
     text = (CONFIG_DIR / f"{name}.toml").read_text()
@@ -127,3 +133,18 @@ def test_parse_duration(n: int, unit: str) -> None:
 def test_parse_duration_rejects(bad: object) -> None:
     with pytest.raises(ValueError):
         parse_duration(bad)
+
+
+def test_relative_url_resolves_against_the_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    path = write(conf_dir, 'url = "data/archive"\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    s = ArchiveSettings.load(path)
+    assert Path(s.url) == (conf_dir / "data" / "archive").resolve()
+    # Absolute paths and URLs are left as written; an environment URL is not rebased.
+    assert ArchiveSettings.load(write(conf_dir, 'url = "s3://b/p"\n', "s3.toml")).url == "s3://b/p"
+    monkeypatch.setenv("CKPT_ARCHIVE_URL", "rel/from-env")
+    assert ArchiveSettings.load(path).url == "rel/from-env"

@@ -19,7 +19,7 @@ from .. import codec
 from .._sync import run_sync
 from ..archive import ArchiveCheckpointer, open_archive
 from ..delta import diff
-from ..errors import ArchiveNotFound, CheckpointNotFound
+from ..errors import ArchiveNotFound, CheckpointNotFound, MissingExtra
 from ..format import layout
 from ..model import Checkpoint, CheckpointInfo
 from .conversation import MESSAGE_SCHEMA, message_row, messages_of
@@ -74,13 +74,27 @@ def require_archive(archive: ArchiveCheckpointer) -> None:
         raise ArchiveNotFound(f"no archive at {archive.url!r} (it has no {layout.ARCHIVE_MARKER})")
 
 
+def _needs(module: str) -> str:
+    return (
+        f"backend={module!r} needs {module}, in the analysis extra: pip install 'ckpt-archive[analysis]' "
+        f"(from a clone: pip install '.[analysis]'), or pass backend='arrow'"
+    )
+
+
 def convert(table: pa.Table, backend: Backend) -> Any:
     if backend == "arrow":
         return table
     if backend == "pandas":
+        try:
+            import pandas  # noqa: F401
+        except ImportError:
+            raise MissingExtra(_needs("pandas")) from None
         return table.to_pandas()
     if backend == "polars":
-        import polars as pl
+        try:
+            import polars as pl
+        except ImportError:
+            raise MissingExtra(_needs("polars")) from None
 
         return pl.from_arrow(table)
     raise ValueError(f"backend must be 'pandas', 'polars' or 'arrow', not {backend!r}")
