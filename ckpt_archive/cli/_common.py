@@ -20,6 +20,7 @@ from rich.table import Column
 from ..analysis.frames import require_archive
 from ..archive import ArchiveCheckpointer
 from ..errors import CheckpointError
+from ..retention import parse_shard
 from ..settings import ArchiveSettings
 
 app = typer.Typer(
@@ -36,6 +37,21 @@ ConfigOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")]
+
+
+def _shard(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        return parse_shard(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+ShardOpt = Annotated[
+    str | None,
+    typer.Option("--shard", metavar="I/N", callback=_shard, help="Only shard I of N (threads split by id hash)."),
+]
 
 
 class Fail(Exception):
