@@ -11,9 +11,9 @@ from .archive import (
     open_archive,
 )
 from .chain import DeltaConfig
-from .checkpointer import Checkpointer, DeltaCheckpointer, MemoryCheckpointer
 from .codec import content_digest
 from .delta import apply, diff
+from .delta_checkpointer import DeltaCheckpointer
 from .errors import (
     AccessDenied,
     ArchiveMarkerMissing,
@@ -62,7 +62,9 @@ from .errors import (
     UnsafeGcGrace,
     UnsupportedFormatVersion,
 )
+from .memory import MemoryCheckpointer
 from .model import Checkpoint, CheckpointInfo, IntegrityStatus, Protection, binding_digest
+from .protocol import Checkpointer
 from .retention import GcReport, PruneReport, RetentionPolicy
 from .session import (
     ArchiveManagedStateStore,

@@ -147,6 +147,17 @@ def evaluate(policy: RetentionPolicy, infos: Sequence[CheckpointInfo], now: date
     return {cid: kept[cid] for cid in sorted(kept, key=lambda c: order.get(c, -1)) if cid in order}
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` (``0 <= i < n``) as ``(i, n)``; a ``ValueError`` of one line otherwise."""
+    head, sep, tail = text.strip().partition("/")
+    if not sep or not head.isdigit() or not tail.isdigit():
+        raise ValueError(f"shard must be i/n (e.g. 0/4), got {text!r}")
+    i, n = int(head), int(tail)
+    if not 0 <= i < n:
+        raise ValueError(f"shard must be i/n with 0 <= i < n, got {text!r}")
+    return i, n
+
+
 def in_shard(thread_id: str, shard: tuple[int, int] | None) -> bool:
     """Stable, disjoint split of threads into ``n`` shards by a hash of the thread id."""
     if shard is None:

@@ -20,6 +20,7 @@ from rich.table import Column, Table
 from ..analysis.frames import require_archive
 from ..archive import ArchiveCheckpointer
 from ..errors import CheckpointError
+from ..retention import parse_shard
 from ..settings import ArchiveSettings
 
 app = typer.Typer(
@@ -59,6 +60,21 @@ def _root(
     ] = False,
 ) -> None:
     """Inspect, analyse and maintain a ckpt_archive archive on any fsspec URL."""
+
+
+def _shard(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    try:
+        return parse_shard(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
+ShardOpt = Annotated[
+    str | None,
+    typer.Option("--shard", metavar="I/N", callback=_shard, help="Only shard I of N (threads split by id hash)."),
+]
 
 
 class Fail(Exception):

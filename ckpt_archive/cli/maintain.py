@@ -17,6 +17,7 @@ from ._common import (
     DebugOpt,
     Fail,
     JsonOpt,
+    ShardOpt,
     UrlOpt,
     app,
     emit_json,
@@ -117,6 +118,7 @@ def prune(
         bool | None,
         typer.Option("--dry-run/--apply", metavar="", help="Only report (default for --all) / really delete."),
     ] = None,
+    shard: ShardOpt = None,
     url: UrlOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
@@ -130,6 +132,8 @@ def prune(
     with guarded(debug):
         if (thread is None) == (not all_threads):
             raise Fail("give one thread id or --all")
+        if shard is not None and not all_threads:
+            raise Fail("--shard needs --all")
         s = settings(url, config)
         policy = build_policy(s, keep_last, max_age)
         archive: Any = open_from(s)
@@ -142,6 +146,7 @@ def prune(
             with progress("pruning threads", None) as tick:
                 reports = archive.prune_all(
                     policy,
+                    shard=shard,  # ShardOpt parsed it to (i, n)
                     concurrency=s.concurrency,
                     progress=lambda done, total, _: tick.set(done, total),
                     dry_run=dry,
