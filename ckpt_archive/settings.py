@@ -16,6 +16,7 @@ import binascii
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
@@ -124,17 +125,24 @@ class ArchiveSettings(BaseSettings):
         assert isinstance(settings, cls)
         return settings
 
-    def open(self, *, create: bool = False) -> ArchiveCheckpointer:
-        """The archive these settings describe (``create``: as in ``open_archive``)."""
+    def open(
+        self, *, create: bool = False, defaults: Mapping[str, Any] | None = None, **options: Any
+    ) -> ArchiveCheckpointer:
+        """The archive these settings describe (``create``: as in ``open_archive``). ``defaults``:
+        values of ``full_snapshot_interval`` and ``hint_every`` for settings that leave them unset
+        (the LangGraph saver's own); ``options``: ``open_archive``'s others (``hint_idle``,
+        ``probe_window``)."""
+        unset = {k: v for k, v in (defaults or {}).items() if k not in self.model_fields_set}
         return open_archive(
             self.url,
             storage_options=self.storage_options or None,
-            full_snapshot_interval=self.full_snapshot_interval,
-            hint_every=self.hint_every,
+            full_snapshot_interval=unset.get("full_snapshot_interval", self.full_snapshot_interval),
+            hint_every=unset.get("hint_every", self.hint_every),
             single_writer=self.single_writer,
             gc_grace=self.gc_grace,
             encryption=self.encryption(),
             create=create,
+            **options,
         )
 
     def encryption(self) -> Encryption | None:

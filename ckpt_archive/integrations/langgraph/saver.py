@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -35,6 +36,7 @@ from ..._sync import run_async, run_sync
 from ...archive import ArchiveCheckpointer, open_archive
 from ...errors import CheckpointConflict, CheckpointNotFound, CommitOutcomeUnknown, InvalidIdentifier
 from ...model import Checkpoint
+from ...settings import ArchiveSettings
 from . import writes as W
 from .encoding import (
     LG_KEY,
@@ -165,6 +167,33 @@ class ArchiveSaver(SaverReads, BaseCheckpointSaver[Any]):
             probe_window=probe_window,
         )
         return cls(archive, serde=serde, allowed_types=allowed_types, **kw)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: ArchiveSettings,
+        *,
+        serde: SerializerProtocol | None = None,
+        allowed_types: AllowedTypes = (),
+        hint_idle: float | None = SAVER_HINT_IDLE,
+        probe_window: int | None = SAVER_PROBE_WINDOW,
+        **kw: Any,
+    ) -> ArchiveSaver:
+        """A saver on the archive ``settings`` describe, with everything they set: storage options,
+        ``gc_grace``, the encryption key, ``single_writer``. The snapshot interval and the head hint
+        policy are ``from_url``'s defaults unless the settings set them."""
+        archive = settings.open(
+            defaults={"full_snapshot_interval": SAVER_SNAPSHOT_INTERVAL, "hint_every": SAVER_HINT_EVERY},
+            hint_idle=hint_idle,
+            probe_window=probe_window,
+        )
+        return cls(archive, serde=serde, allowed_types=allowed_types, **kw)
+
+    @classmethod
+    def from_config(cls, path: str | Path | None = None, **kw: Any) -> ArchiveSaver:
+        """``from_settings`` of the config file at ``path`` (TOML, as the CLI's ``--config``) and the
+        environment (``CKPT_ARCHIVE_*``): one deployment's archive settings for the CLI and the saver."""
+        return cls.from_settings(ArchiveSettings.load(path), **kw)
 
     def close(self) -> None:
         """Done with this saver: put the head hint ``hint_idle`` would put later (``ArchiveCheckpointer.close``),
