@@ -21,7 +21,7 @@ from ..engine import Engine, Settings
 from ..engine.contents import Keys, Objects
 from ..format.content import Content, Path
 from ..format.crypto import Encryption
-from ..format.manifest import Manifest
+from ..format.manifest import Manifest, record_info
 from ..model import Checkpoint, CheckpointInfo
 from ..ops import copy, gc, maintenance, reads, save, verify
 from ..ops.maintenance import PruneAllOptions
@@ -254,7 +254,7 @@ class ArchiveCheckpointer(AsyncCoreCheckpointer):
     @staticmethod
     def info_of(thread_id: str, record: dict[str, Any]) -> CheckpointInfo:
         """A manifest record (``ahead_from_hint``'s) as its listing entry."""
-        return reads.record_info(thread_id, record)
+        return record_info(thread_id, record)
 
     @staticmethod
     def listed(m: Manifest) -> list[CheckpointInfo]:

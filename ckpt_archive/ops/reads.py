@@ -38,7 +38,6 @@ from ..format.manifest import (
 )
 
 __all__ = [
-    "Manifest",
     "cached_blobs",
     "cached_head",
     "contents",
@@ -54,7 +53,6 @@ __all__ = [
     "load_by_id",
     "manifest",
     "parts",
-    "record_info",
     "thread_folders",
     "threads",
     "warm_head",
