@@ -273,6 +273,8 @@ class SegmentReader:
                 thrift_string_size_limit=limits.FOOTER_STRING_BYTES,
             )
             meta = self._file.schema_arrow.metadata or {}
+            # decoded here: a damaged footer's strings fail to decode (UnicodeDecodeError from pyarrow)
+            created_by, names = self._file.metadata.created_by or "", self._file.schema_arrow.names
         except KeyError as exc:  # a string column of SEGMENT_SCHEMA is missing (pyarrow names it in bytes)
             name = exc.args[0].decode(errors="replace") if isinstance(exc.args[0], bytes) else exc.args[0]
             raise TruncatedObject(
@@ -286,16 +288,15 @@ class SegmentReader:
                 thread_id=thread_id,
                 key=key,
             ) from None
-        if (self._file.metadata.created_by or "").partition(" version")[0].strip() == "parquet-mr":
+        if created_by.partition(" version")[0].strip() == "parquet-mr":
             # pyarrow reads up to 100 bytes past a column chunk of a file parquet-mr says it wrote
             # (PARQUET-816): pages the page walk (``_pages``) would not see
             raise TruncatedObject(
                 "delta segment says parquet-mr wrote it: not a segment this format writes", thread_id=thread_id, key=key
             )
-        if self._file.schema_arrow.names != SEGMENT_SCHEMA.names:  # e.g. no ``op_index``: another layout
+        if names != SEGMENT_SCHEMA.names:  # e.g. no ``op_index``: another layout
             raise TruncatedObject(
-                f"delta segment has columns {self._file.schema_arrow.names[:12]}, not {SEGMENT_SCHEMA.names}: "
-                "not a segment this format writes",
+                f"delta segment has columns {names[:12]}, not {SEGMENT_SCHEMA.names}: not a segment this format writes",
                 thread_id=thread_id,
                 key=key,
             )
