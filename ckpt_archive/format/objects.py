@@ -247,6 +247,53 @@ decodes to at most its page's uncompressed size, plus one dictionary index per v
 encodings (prefix lengths) can expand past it, and no writer of this format uses them."""
 
 
+_OPTIONAL = 1  # a SchemaElement's repetition_type (Parquet's numbers): every segment column is nullable
+
+
+def _footer_shape(data: bytes) -> str | None:
+    """What is wrong with a segment's footer that pyarrow would not survive, None when nothing: read with
+    ``thrift`` before pyarrow sees it. pyarrow 26 aborts the process (a C++ exception it cannot raise)
+    on level histograms whose length disagrees with the schema's levels (found by
+    ``tests/test_hostile.py::test_decoders_on_damaged_real_objects``), so the schema must be this
+    format's flat one of nullable columns and each column chunk's ``size_statistics`` histograms
+    lengths its levels give (definition: 2, repetition: 0 or 1). A footer this fails to parse is left
+    to pyarrow, which raises on it."""
+    if len(data) < 12 or data[-4:] != b"PAR1":
+        return None
+    size = int.from_bytes(data[-8:-4], "little")
+    if size > len(data) - 12:
+        return None
+    try:
+        meta, _ = read_struct(data, len(data) - 8 - size, len(data) - 8)
+    except ThriftError:
+        return "it is not a well-formed Thrift struct"
+    schema = meta.get(2)
+    width = len(SEGMENT_SCHEMA)
+    if not isinstance(schema, list) or len(schema) != width + 1 or not all(isinstance(e, dict) for e in schema):
+        return "its schema is not this format's"
+    if schema[0].get(5) != width or any(e.get(5) is not None or e.get(3) != _OPTIONAL for e in schema[1:]):
+        return "its schema is not this format's flat one of nullable columns"
+    groups = meta.get(4)
+    if not isinstance(groups, list):
+        return "it lists no row groups"
+    for group in groups:
+        columns = group.get(1) if isinstance(group, dict) else None
+        if not isinstance(columns, list) or len(columns) != width:
+            return "a row group does not have the schema's columns"
+        for chunk in columns:
+            column = chunk.get(3) if isinstance(chunk, dict) else None
+            sizes = column.get(16) if isinstance(column, dict) else None
+            if sizes is None:
+                continue
+            if not isinstance(sizes, dict) or _length(sizes.get(3, [])) not in (0, 2) or _length(sizes.get(2, [])) > 1:
+                return "a column chunk's level histograms disagree with its schema"
+    return None
+
+
+def _length(value: Any) -> int:
+    return len(value) if isinstance(value, list) else 99
+
+
 class SegmentReader:
     """A parsed segment file; ``ops(checkpoint_id, row_group)`` decodes one checkpoint's delta."""
 
@@ -261,6 +308,8 @@ class SegmentReader:
         self._at: dict[int, Index] = {}  # row group -> its checkpoints' rows (``_index``)
         self._paths: dict[str, Any] = {}  # path text -> parsed (read under the row groups' bounds)
         self._scoped: dict[int, tuple[Any, dict[Any, list[int]]]] = {}  # row group -> (within, rows it takes)
+        if (wrong := _footer_shape(data)) is not None:
+            raise TruncatedObject(f"delta segment's footer is damaged: {wrong}", thread_id=thread_id, key=key)
         try:
             # string columns come back dictionary-encoded, as stored: a small dictionary page
             # repeated over many rows is only expanded once its decoded size is known (``_read``)
