@@ -266,27 +266,33 @@ def _footer_shape(data: bytes) -> str | None:
     try:
         meta, _ = read_struct(data, len(data) - 8 - size, len(data) - 8)
     except ThriftError:
-        return "it is not a well-formed Thrift struct"
+        return "footer is not well-formed Thrift"
     schema = meta.get(2)
     width = len(SEGMENT_SCHEMA)
-    if not isinstance(schema, list) or len(schema) != width + 1 or not all(isinstance(e, dict) for e in schema):
-        return "its schema is not this format's"
+    if not isinstance(schema, list) or not all(isinstance(e, dict) for e in schema):
+        return "footer has no schema"
+    names = [e.get(4).decode(errors="replace") for e in schema[1:] if isinstance(e.get(4), bytes)]
+    missing = [name for name in SEGMENT_SCHEMA.names if name not in names]
+    if missing:
+        return f"has no {missing[0]!r} column: not a segment this format writes"
+    if len(schema) != width + 1:
+        return f"has columns {names[:12]}, not {SEGMENT_SCHEMA.names}: not a segment this format writes"
     if schema[0].get(5) != width or any(e.get(5) is not None or e.get(3) != _OPTIONAL for e in schema[1:]):
-        return "its schema is not this format's flat one of nullable columns"
+        return "footer's schema is not this format's flat one of nullable columns"
     groups = meta.get(4)
     if not isinstance(groups, list):
-        return "it lists no row groups"
+        return "footer lists no row groups"
     for group in groups:
         columns = group.get(1) if isinstance(group, dict) else None
         if not isinstance(columns, list) or len(columns) != width:
-            return "a row group does not have the schema's columns"
+            return "footer has a row group without the schema's columns"
         for chunk in columns:
             column = chunk.get(3) if isinstance(chunk, dict) else None
             sizes = column.get(16) if isinstance(column, dict) else None
             if sizes is None:
                 continue
             if not isinstance(sizes, dict) or _length(sizes.get(3, [])) not in (0, 2) or _length(sizes.get(2, [])) > 1:
-                return "a column chunk's level histograms disagree with its schema"
+                return "footer has level histograms that disagree with its schema"
     return None
 
 
@@ -309,7 +315,7 @@ class SegmentReader:
         self._paths: dict[str, Any] = {}  # path text -> parsed (read under the row groups' bounds)
         self._scoped: dict[int, tuple[Any, dict[Any, list[int]]]] = {}  # row group -> (within, rows it takes)
         if (wrong := _footer_shape(data)) is not None:
-            raise TruncatedObject(f"delta segment's footer is damaged: {wrong}", thread_id=thread_id, key=key)
+            raise TruncatedObject(f"delta segment {wrong}", thread_id=thread_id, key=key)
         try:
             # string columns come back dictionary-encoded, as stored: a small dictionary page
             # repeated over many rows is only expanded once its decoded size is known (``_read``)
