@@ -27,6 +27,7 @@ from ..format import actions as A
 from ..format import crypto, layout, parts, replay
 from ..format import refs as R
 from ..format.content import Content
+from ..format.holders import held_in
 from ..format.manifest import Manifest, Record, history_ref
 from ..format.objects import GROUP_CHECKPOINTS, encode_segment
 
@@ -167,9 +168,10 @@ def place(thread_id: str, entries: Sequence[Entry]) -> tuple[dict[str, dict[str,
 
 
 def _holder(rec: Record) -> str | None:
-    """The segment key holding ``rec``'s history rows (None: inline, empty, or none)."""
-    held = history_ref(rec)
-    return held["key"] if held is not None and held["type"] == R.SEGMENT else None
+    """The segment key holding ``rec``'s history rows (None: inline, empty, or none): the one test the
+    manifest's segment counts use (``holders.held_in``)."""
+    found = held_in(rec)
+    return None if found is None else found[0]
 
 
 def reencode(
